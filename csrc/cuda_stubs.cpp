@@ -1,0 +1,25 @@
+// Built only without CUDA: every CUDA entry point of the core exists and
+// reports TC_ERR_NO_CUDA, so callers (the torch layer, libtinycuda) link the
+// same way in both configurations.
+#include "linear.h"
+#include "relu.h"
+#include "scale_bias_relu.h"
+#include "square.h"
+#include "sum.h"
+#include "internal.h"
+
+#define TC_NO_CUDA(fn, params)                                                    \
+  tc_status fn(const params*) {                                                    \
+    return tc_fail(TC_ERR_NO_CUDA, "%s: tinycuda was built without CUDA", #fn);    \
+  }
+
+TC_NO_CUDA(tc_linear_cuda, tc_linear_params)
+TC_NO_CUDA(tc_linear_backward_cuda, tc_linear_backward_params)
+TC_NO_CUDA(tc_relu_cuda, tc_relu_params)
+TC_NO_CUDA(tc_relu_backward_cuda, tc_relu_backward_params)
+TC_NO_CUDA(tc_scale_bias_relu_cuda, tc_scale_bias_relu_params)
+TC_NO_CUDA(tc_scale_bias_relu_backward_cuda, tc_scale_bias_relu_backward_params)
+TC_NO_CUDA(tc_square_cuda, tc_square_params)
+TC_NO_CUDA(tc_square_backward_cuda, tc_square_backward_params)
+TC_NO_CUDA(tc_sum_cuda, tc_sum_params)
+TC_NO_CUDA(tc_sum_backward_cuda, tc_sum_backward_params)

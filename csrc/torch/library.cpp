@@ -1,0 +1,30 @@
+// Every tinycuda op's schema, in one place. Kernels are registered per family
+// in csrc/torch/<family>.cpp; fake (meta) kernels and autograd in
+// tinycuda/ops/<family>.py.
+#include <Python.h>
+#include <torch/library.h>
+
+TORCH_LIBRARY(tinycuda, m) {
+  // linear
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
+  m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "
+        "int algo=0) -> (Tensor, Tensor, Tensor)");
+  // relu
+  m.def("relu(Tensor x) -> Tensor");
+  m.def("relu_backward(Tensor grad_out, Tensor x) -> Tensor");
+  // scale_bias_relu
+  m.def("scale_bias_relu(Tensor x, Tensor bias, float scale) -> Tensor");
+  m.def("scale_bias_relu_backward(Tensor grad_out, Tensor out, float scale, bool[2] output_mask)"
+        " -> (Tensor, Tensor)");
+  // square
+  m.def("square(Tensor x) -> Tensor");
+  m.def("square_backward(Tensor grad_out, Tensor x) -> Tensor");
+  // sum
+  m.def("sum(Tensor x, int? dim=None, bool keepdim=False) -> Tensor");
+  m.def("sum_backward(Tensor grad_out, SymInt[] input_shape, int? dim, bool keepdim) -> Tensor");
+}
+
+// `import tinycuda._C` loads this library, which runs the registrations above.
+static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", "tinycuda kernels (torch ops)", -1,
+                                 nullptr};
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module_def); }

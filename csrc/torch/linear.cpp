@@ -1,0 +1,91 @@
+// linear, linear_backward: torch layer. x is [..., K], weight [N, K],
+// bias [N]; the core sees x as [M, K] with M the product of the batch dims.
+#include "../linear.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+// Rows of the [M, K] view: the product of x's batch dims.
+int64_t rows_of(const at::Tensor& x) {
+  int64_t m = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) m *= x.size(i);
+  return m;
+}
+
+void check_linear(const char* op, const at::Tensor& x, const at::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 2, "tinycuda::", op, ": weight must be 2-D [out, in], got shape ",
+              weight.sizes());
+  TORCH_CHECK(x.dim() >= 1, "tinycuda::", op, ": x must have at least 1 dim");
+  TORCH_CHECK(x.size(-1) == weight.size(1), "tinycuda::", op, ": x's last dim (", x.size(-1),
+              ") must equal weight's in_features (", weight.size(1), ")");
+}
+
+tc_gemm_algo algo_of(const char* op, int64_t algo) {
+  TORCH_CHECK(algo >= TC_GEMM_AUTO && algo <= TC_GEMM_REGTILE, "tinycuda::", op,
+              ": algo must be 0 (auto), 1 (naive), 2 (tiled) or 3 (regtile), got ", algo);
+  return tc_gemm_algo(algo);
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
+                  const std::optional<at::Tensor>& bias, int64_t algo) {
+  const char* op = "linear";
+  if (bias) check_args(op, {{"x", x}, {"weight", weight}, {"bias", *bias}});
+  else check_args(op, {{"x", x}, {"weight", weight}});
+  check_linear(op, x, weight);
+  const int64_t K = weight.size(1), N = weight.size(0);
+  TORCH_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == N), "tinycuda::", op,
+              ": bias must have shape [", N, "] (weight's out_features), got ", bias->sizes());
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const at::Tensor bc = bias ? bias->contiguous() : at::Tensor();
+  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  out_shape.push_back(N);
+  at::Tensor y = empty_contiguous(out_shape, xc);
+  const int64_t M = rows_of(xc);
+  call(op, xc, tc_linear_cpu, tc_linear_cuda,
+       tc_linear_params{dtype_of(xc), M, N, K, xc.data_ptr(), wc.data_ptr(),
+                        bc.defined() ? bc.data_ptr() : nullptr, y.data_ptr(), algo_of(op, algo),
+                        nullptr});
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& grad_out,
+                                                               const at::Tensor& x,
+                                                               const at::Tensor& weight,
+                                                               std::array<bool, 3> mask,
+                                                               int64_t algo) {
+  const char* op = "linear_backward";
+  check_args(op, {{"grad_out", grad_out}, {"x", x}, {"weight", weight}});
+  check_linear(op, x, weight);
+  const int64_t K = weight.size(1), N = weight.size(0);
+  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  out_shape.push_back(N);
+  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef(out_shape), "tinycuda::", op,
+              ": grad_out must have shape ", at::IntArrayRef(out_shape), ", got ", grad_out.sizes());
+  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous(), wc = weight.contiguous();
+  const int64_t M = rows_of(xc);
+  at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);
+  at::Tensor gw = empty_contiguous(mask[1] ? wc.sizes() : at::IntArrayRef{0}, xc);
+  at::Tensor gb = empty_contiguous({mask[2] ? N : 0}, xc);
+  tc_linear_backward_params p{dtype_of(xc), M, N, K, gc.data_ptr(), xc.data_ptr(), wc.data_ptr(),
+                              mask[0] ? gx.data_ptr() : nullptr, mask[1] ? gw.data_ptr() : nullptr,
+                              mask[2] ? gb.data_ptr() : nullptr, nullptr, 0, algo_of(op, algo),
+                              nullptr};
+  at::Tensor ws;
+  if (xc.is_cuda()) {
+    p.workspace_bytes = tc_linear_backward_workspace_size(&p);
+    ws = workspace(xc, p.workspace_bytes);
+    p.workspace = ws.data_ptr();
+  }
+  call(op, xc, tc_linear_backward_cpu, tc_linear_backward_cuda, p);
+  return {gx, gw, gb};
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("linear", &linear);
+  m.impl("linear_backward", &linear_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)

@@ -1,0 +1,55 @@
+// scale_bias_relu, scale_bias_relu_backward: torch layer. x is [..., C],
+// bias [C]; the core sees x as [rows, C].
+#include "../scale_bias_relu.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+at::Tensor scale_bias_relu(const at::Tensor& x, const at::Tensor& bias, double scale) {
+  const char* op = "scale_bias_relu";
+  check_args(op, {{"x", x}, {"bias", bias}});
+  TORCH_CHECK(x.dim() >= 1, "tinycuda::", op, ": x must have at least 1 dim, got a 0-dim tensor");
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), "tinycuda::", op,
+              ": bias must have shape [", x.size(-1), "] (x's last dim), got ", bias.sizes());
+  const at::Tensor xc = x.contiguous(), bc = bias.contiguous();
+  at::Tensor y = empty_contiguous(xc.sizes(), xc);
+  const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
+  call(op, xc, tc_scale_bias_relu_cpu, tc_scale_bias_relu_cuda,
+       tc_scale_bias_relu_params{dtype_of(xc), rows, cols, scale, xc.data_ptr(), bc.data_ptr(),
+                                 y.data_ptr(), nullptr});
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> scale_bias_relu_backward(const at::Tensor& grad_out,
+                                                            const at::Tensor& out, double scale,
+                                                            std::array<bool, 2> mask) {
+  const char* op = "scale_bias_relu_backward";
+  check_args(op, {{"grad_out", grad_out}, {"out", out}});
+  check_same_shape(op, {"grad_out", grad_out}, {"out", out});
+  TORCH_CHECK(out.dim() >= 1, "tinycuda::", op, ": out must have at least 1 dim");
+  const at::Tensor gc = grad_out.contiguous(), yc = out.contiguous();
+  const int64_t cols = yc.size(-1), rows = cols ? yc.numel() / cols : 0;
+  at::Tensor gx = empty_contiguous(mask[0] ? yc.sizes() : at::IntArrayRef{0}, yc);
+  at::Tensor gb = empty_contiguous({mask[1] ? cols : 0}, yc);
+  tc_scale_bias_relu_backward_params p{dtype_of(yc), rows, cols, scale, gc.data_ptr(),
+                                       yc.data_ptr(), mask[0] ? gx.data_ptr() : nullptr,
+                                       mask[1] ? gb.data_ptr() : nullptr, nullptr, 0, nullptr};
+  at::Tensor ws;
+  if (yc.is_cuda()) {
+    p.workspace_bytes = tc_scale_bias_relu_backward_workspace_size(&p);
+    ws = workspace(yc, p.workspace_bytes);
+    p.workspace = ws.data_ptr();
+  }
+  call(op, yc, tc_scale_bias_relu_backward_cpu, tc_scale_bias_relu_backward_cuda, p);
+  return {gx, gb};
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("scale_bias_relu", &scale_bias_relu);
+  m.impl("scale_bias_relu_backward", &scale_bias_relu_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)

@@ -1,0 +1,74 @@
+// sum, sum_backward: torch layer. Maps (shape, dim) to the core's
+// [outer, reduce, inner] view; dim=None sums everything.
+#include "../sum.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+struct View {
+  int64_t outer = 1, reduce = 1, inner = 1;
+  std::vector<int64_t> out_shape;
+};
+
+View view_of(const char* op, at::IntArrayRef shape, std::optional<int64_t> dim, bool keepdim) {
+  View v;
+  const int64_t nd = int64_t(shape.size());
+  if (!dim) {
+    for (int64_t s : shape) v.reduce *= s;
+    if (keepdim) v.out_shape.assign(size_t(nd), 1);
+    return v;
+  }
+  const int64_t lim = std::max<int64_t>(nd, 1);  // a 0-dim tensor accepts dim 0 and -1
+  TORCH_CHECK(*dim >= -lim && *dim < lim, "tinycuda::", op, ": dim ", *dim,
+              " is out of range for a tensor of ", nd, " dims");
+  const int64_t d = nd == 0 ? 0 : (*dim + nd) % nd;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i < d) v.outer *= shape[size_t(i)];
+    else if (i == d) v.reduce = shape[size_t(i)];
+    else v.inner *= shape[size_t(i)];
+    if (i != d) v.out_shape.push_back(shape[size_t(i)]);
+    else if (keepdim) v.out_shape.push_back(1);
+  }
+  return v;
+}
+
+at::Tensor sum(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  check_args("sum", {{"x", x}});
+  const View v = view_of("sum", x.sizes(), dim, keepdim);
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = empty_contiguous(v.out_shape, xc);
+  tc_sum_params p{dtype_of(xc), v.outer, v.reduce, v.inner, xc.data_ptr(), y.data_ptr(),
+                  nullptr, 0, nullptr};
+  at::Tensor ws;
+  if (xc.is_cuda()) {
+    p.workspace_bytes = tc_sum_workspace_size(&p);
+    ws = workspace(xc, p.workspace_bytes);
+    p.workspace = ws.data_ptr();
+  }
+  call("sum", xc, tc_sum_cpu, tc_sum_cuda, p);
+  return y;
+}
+
+at::Tensor sum_backward(const at::Tensor& grad_out, at::IntArrayRef input_shape,
+                        std::optional<int64_t> dim, bool keepdim) {
+  check_args("sum_backward", {{"grad_out", grad_out}});
+  const View v = view_of("sum_backward", input_shape, dim, keepdim);
+  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef(v.out_shape), "tinycuda::sum_backward: grad_out "
+              "must have shape ", at::IntArrayRef(v.out_shape), ", got ", grad_out.sizes());
+  const at::Tensor gc = grad_out.contiguous();
+  at::Tensor gx = empty_contiguous(input_shape, gc);
+  call("sum_backward", gc, tc_sum_backward_cpu, tc_sum_backward_cuda,
+       tc_sum_backward_params{dtype_of(gc), v.outer, v.reduce, v.inner, gc.data_ptr(),
+                              gx.data_ptr(), nullptr});
+  return gx;
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("sum", &sum);
+  m.impl("sum_backward", &sum_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)

@@ -1,0 +1,65 @@
+"""The build and load path: a stale build must fail with both torch versions
+and the rebuild command; every CUDA file must compile for sm_80 and sm_90a
+whenever nvcc is present, GPU or not."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+import tinycuda
+from tinycuda import _build, _loader
+
+CUDA_FILES = sorted(f for f in os.listdir(os.path.join(_build.CSRC, "cuda")) if f.endswith(".cu"))
+
+
+def test_stale_build_names_both_versions(tmp_path, monkeypatch):
+    stale = tmp_path / "_build_info.json"
+    stale.write_text(json.dumps({"torch": "1.0.0+old"}))
+    monkeypatch.setattr(_loader, "_INFO_FILE", str(stale))
+    with pytest.raises(ImportError) as e:
+        _loader.load()
+    msg = str(e.value)
+    assert "1.0.0+old" in msg and torch.__version__ in msg and _loader.REBUILD in msg
+
+
+def test_build_info_and_registered_ops():
+    info = tinycuda.build_info
+    assert info["torch"] == torch.__version__ and "cpu" in info["backends"]
+    for op in ("linear", "linear_backward", "relu", "relu_backward", "scale_bias_relu",
+               "scale_bias_relu_backward", "square", "square_backward", "sum", "sum_backward"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(f"tinycuda::{op}", "CPU"), op
+
+
+def test_core_has_no_torch_headers():
+    for dirpath, _, files in os.walk(_build.CSRC):
+        if os.path.basename(dirpath) == "torch":
+            continue
+        for f in files:
+            text = open(os.path.join(dirpath, f)).read()
+            assert "#include <torch" not in text and "#include <ATen" not in text, f
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_sources_compile_for_sm80_and_sm90a(tmp_path):
+    def compile_one(name):
+        cmd = ["nvcc", "-std=c++17", "-O3", "-c", os.path.join(_build.CSRC, "cuda", name),
+               "-o", str(tmp_path / (name + ".o")),
+               "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        return name, r.returncode, r.stderr
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(compile_one, CUDA_FILES))
+    failures = [f"{n}:\n{err}" for n, rc, err in results if rc != 0]
+    assert not failures, "\n".join(failures)
+
+
+def test_cli_info_runs():
+    r = subprocess.run([sys.executable, "-m", "tinycuda", "info"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "tinycuda::linear" in r.stdout and "torch" in r.stdout

@@ -1,0 +1,62 @@
+"""torch.compile sees the ops as opaque custom ops: fullgraph=True must trace
+the whole model (forward and backward) with no graph break, and on CUDA the
+CUDA-graph mode ("reduce-overhead") must replay them, which only works when
+every kernel is launched on the current (capturing) stream."""
+import pytest
+import torch
+
+import tinycuda
+from conftest import requires_cuda
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = tinycuda.nn.Linear(20, 33)
+        self.act = tinycuda.nn.ScaleBiasReLU(33, scale=0.5)
+        self.fc2 = tinycuda.nn.Linear(33, 7)
+        self.relu = tinycuda.nn.ReLU()
+
+    def forward(self, x):
+        h = self.relu(self.fc2(self.act(self.fc1(x))))
+        return tinycuda.sum(tinycuda.square(h), dim=1).mean() + tinycuda.sum(h)
+
+
+def _losses_and_grads(model, x):
+    loss = model(x)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    return loss, grads
+
+
+def _check(device, **compile_kwargs):
+    torch._dynamo.reset()
+    model = Net().to(device)
+    x = torch.randn(9, 20, device=device)
+    ref_loss, ref_grads = _losses_and_grads(model, x)
+    compiled = torch.compile(model, fullgraph=True, **compile_kwargs)
+    for _ in range(3):  # the CUDA-graph mode records on a later call, then replays
+        loss, grads = _losses_and_grads(compiled, x)
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_fullgraph_cpu():
+    _check("cpu")
+
+
+@requires_cuda
+def test_compile_fullgraph_cuda():
+    _check("cuda")
+
+
+@requires_cuda
+def test_compile_cuda_graphs():
+    _check("cuda", mode="reduce-overhead")
+
+
+def test_graph_has_no_breaks():
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(Net())(torch.randn(4, 20))
+    assert explanation.graph_break_count == 0
+    assert explanation.graph_count == 1

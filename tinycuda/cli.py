@@ -1,0 +1,21 @@
+"""The `tinycuda` command (also `python -m tinycuda`)."""
+import argparse
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="tinycuda", description="tinycuda: hand-written CUDA kernels for PyTorch")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="GPU properties, the build, and the registered ops")
+    args = parser.parse_args(argv)
+
+    import tinycuda  # noqa: F401  (loads the kernels; import errors explain themselves)
+
+    if args.command == "info":
+        from . import info
+        return info.run(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""linear: torch.nn.functional.linear on tinycuda kernels.
+
+Forward and backward are the CUDA/CPU kernels of csrc/*/linear.*; this file
+adds the fake (shape) kernels torch.compile traces with, and the autograd
+formula, whose backward is the tinycuda::linear_backward op.
+"""
+import torch
+
+ALGOS = {"auto": 0, "naive": 1, "tiled": 2, "regtile": 3}
+
+
+def _algo(algo):
+    if isinstance(algo, str):
+        if algo not in ALGOS:
+            raise ValueError(f"tinycuda.linear: algo must be one of {sorted(ALGOS)}, got {algo!r}")
+        return ALGOS[algo]
+    return int(algo)
+
+
+def linear(x, weight, bias=None, *, algo="auto"):
+    """y = x @ weight.T + bias; x [..., in], weight [out, in], bias [out] or None.
+
+    `algo` picks the CUDA GEMM variant (naive, tiled, regtile; auto = fastest);
+    it exists to compare them and does not change the result beyond rounding.
+    """
+    return torch.ops.tinycuda.linear(x, weight, bias, algo=_algo(algo))
+
+
+@torch.library.register_fake("tinycuda::linear")
+def _linear_fake(x, weight, bias=None, *, algo=0):
+    torch._check(weight.dim() == 2, lambda: "tinycuda::linear: weight must be 2-D [out, in]")
+    torch._check(x.dim() >= 1, lambda: "tinycuda::linear: x must have at least 1 dim")
+    torch._check(x.shape[-1] == weight.shape[1],
+                 lambda: "tinycuda::linear: x's last dim must equal weight's in_features")
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.register_fake("tinycuda::linear_backward")
+def _linear_backward_fake(grad_out, x, weight, output_mask, *, algo=0):
+    return (
+        x.new_empty(x.shape if output_mask[0] else (0,)),
+        x.new_empty(weight.shape if output_mask[1] else (0,)),
+        x.new_empty((weight.shape[0],) if output_mask[2] else (0,)),
+    )
+
+
+def _setup(ctx, inputs, keyword_only_inputs, output):
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+    ctx.algo = keyword_only_inputs.get("algo", 0)
+
+
+def _backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    # A bias=None left at its default is not among the autograd inputs at all.
+    n_inputs = len(ctx.needs_input_grad)
+    need_x, need_w, need_b = (*ctx.needs_input_grad, False)[:3]
+    need_b = need_b and ctx.has_bias
+    gx, gw, gb = torch.ops.tinycuda.linear_backward(grad, x, weight, [need_x, need_w, need_b],
+                                                    algo=ctx.algo)
+    return (gx if need_x else None, gw if need_w else None, gb if need_b else None)[:n_inputs]
+
+
+torch.library.register_autograd("tinycuda::linear", _backward, setup_context=_setup)
