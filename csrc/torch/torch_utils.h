@@ -5,8 +5,8 @@
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #ifdef TC_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 #include <initializer_list>
@@ -70,7 +70,7 @@ void call(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
   if (on.is_cuda()) {
 #ifdef TC_WITH_CUDA
     const c10::cuda::CUDAGuard guard(on.device());
-    params.stream = at::cuda::getCurrentCUDAStream(on.device().index()).stream();
+    params.stream = c10::cuda::getCurrentCUDAStream(on.device().index()).stream();
 #endif
     s = cuda(&params);
   } else {
