@@ -19,12 +19,15 @@
 #define TC_EXTERN_C
 #endif
 
-/* libtinycuda exports the core; inside the torch extension it stays hidden so
- * the two copies can live in one process without interposing on each other. */
+/* libtinycuda exports the core; inside the torch extension the core's entry
+ * points are hidden, so the two copies can live in one process without
+ * interposing on each other. (Only these symbols: -fvisibility=hidden on the
+ * whole extension gave it private copies of libstdc++ templates that crashed
+ * in ostream << long against the GPU machine's runtime.) */
 #if defined(TC_BUILD_SHARED)
 #define TC_API TC_EXTERN_C __attribute__((visibility("default")))
 #else
-#define TC_API TC_EXTERN_C
+#define TC_API TC_EXTERN_C __attribute__((visibility("hidden")))
 #endif
 
 typedef enum {

@@ -28,11 +28,10 @@ def sources(with_cuda, root=CSRC):
 
 
 def flags(with_cuda, debug):
-    """(cxx flags, nvcc flags). The core's symbols stay hidden inside _C so a
-    libtinycuda loaded in the same process never interposes on them."""
+    """(cxx flags, nvcc flags)."""
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    cxx = opt + ["-std=c++17", "-fvisibility=hidden"]
-    nvcc = opt + ["-std=c++17", "-Xcompiler=-fvisibility=hidden", "--expt-relaxed-constexpr"]
+    cxx = opt + ["-std=c++17"]
+    nvcc = opt + ["-std=c++17", "--expt-relaxed-constexpr"]
     if debug:
         nvcc += ["-lineinfo"]
     if with_cuda:
