@@ -17,7 +17,8 @@
 #define TC_HD
 #endif
 
-tc_status tc_fail(tc_status status, const char* fmt, ...)
+// Records the message for tc_last_error() and returns `status`.
+__attribute__((visibility("hidden"))) tc_status tc_fail(tc_status status, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #define TC_REQUIRE(cond, ...) \
