@@ -4,7 +4,7 @@ PY ?= python3
 PIP = $(PY) -m pip
 # torch is pinned only when missing: a machine that has a (CUDA) torch keeps it.
 TORCH_PIN ?= torch==2.13.0
-TEST_DEPS = pytest hypothesis numpy ninja
+TEST_DEPS = pytest hypothesis numpy ninja rich matplotlib
 
 .PHONY: install test test-gpu sanitize demo clean
 

@@ -7,6 +7,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="tinycuda", description="tinycuda: hand-written CUDA kernels for PyTorch")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="GPU properties, the build, and the registered ops")
+    from . import bench
+    bench.add_arguments(sub.add_parser("bench", help="tinycuda vs torch eager and torch.compile"))
     args = parser.parse_args(argv)
 
     import tinycuda  # noqa: F401  (loads the kernels; import errors explain themselves)
@@ -14,7 +16,7 @@ def main(argv=None):
     if args.command == "info":
         from . import info
         return info.run(args)
-    return 2
+    return bench.run(args)
 
 
 if __name__ == "__main__":

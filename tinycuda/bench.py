@@ -1,0 +1,340 @@
+"""`tinycuda bench`: tinycuda against torch eager and torch.compile, side by side.
+
+For every op, mode (fwd, bwd, fwd+bwd) and shape, each implementation is
+checked against eager torch, then timed: CUDA events around one call, the L2
+cache flushed before every repetition (a 256 MB write; it also hides the
+host's launch overhead, as in triton's do_bench), median of --reps (>= 20).
+Figures: milliseconds; GB/s over the fewest bytes the op must move (memory-
+bound ops) or TFLOP/s (linear); the percentage of this device's measured
+peak (copy bandwidth, cuBLAS bf16/fp32 rates, measured at the start); the
+speedup over eager and torch.compile; the peak memory a call allocates.
+Without a GPU the CPU kernels run at small shapes and the figures say so.
+"""
+import datetime
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+import tinycuda
+
+MODES = ("fwd", "bwd", "fwd+bwd")
+
+
+# ---------------------------------------------------------------------------
+# what is benchmarked
+
+@dataclass
+class OpSpec:
+    name: str
+    modes: tuple
+    shapes: dict                     # "small"/"large"/"all"/"cpu" -> list of shapes
+    make: callable                   # (shape, dtype, device) -> list of input tensors
+    tinycuda: callable               # inputs -> output
+    torch: callable                  # inputs -> output (eager reference)
+    cost: callable                   # (shape, mode, itemsize) -> ("GB/s", bytes) or ("TFLOP/s", flops)
+    variants: dict = field(default_factory=dict)  # extra tinycuda variants, fwd only (CUDA)
+
+
+def _elementwise_bytes(reads_fwd, reads_bwd):
+    def cost(shape, mode, s):
+        n = math.prod(shape)
+        per = {"fwd": reads_fwd + 1, "bwd": reads_bwd + 1, "fwd+bwd": reads_fwd + reads_bwd + 2}[mode]
+        return "GB/s", per * n * s
+    return cost
+
+
+def _sbr_bytes(shape, mode, s):
+    n, c = math.prod(shape), shape[-1]
+    return "GB/s", {"fwd": 2 * n * s + c * s, "bwd": 3 * n * s + c * s,
+                    "fwd+bwd": 5 * n * s + 2 * c * s}[mode]
+
+
+def _linear_flops(shape, mode, s):
+    m, n, k = shape
+    return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
+
+
+def _randn(*shape, dtype, device):
+    return torch.randn(*shape, device=device, dtype=torch.float32).to(dtype)
+
+
+EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
+             "all": [(256, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, 8192)],
+             "cpu": [(256, 512), (1024, 1024)]}
+
+SPECS = {
+    "relu": OpSpec("relu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
+                   lambda x: tinycuda.relu(x), torch.relu, _elementwise_bytes(1, 2)),
+    "square": OpSpec("square", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
+                     lambda x: tinycuda.square(x), torch.square, _elementwise_bytes(1, 2)),
+    "scale_bias_relu": OpSpec(
+        "scale_bias_relu", MODES, EW_SHAPES,
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), _randn(sh[-1], dtype=dt, device=dev)],
+        lambda x, b: tinycuda.scale_bias_relu(x, b, 0.5), lambda x, b: torch.relu(x * 0.5 + b), _sbr_bytes),
+    "sum": OpSpec("sum", ("fwd",), {"small": [(2**20,)], "large": [(2**28,)],
+                                    "all": [(2**16,), (2**20,), (2**24,), (2**28,)], "cpu": [(2**16,), (2**20,)]},
+                  lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
+                  lambda x: tinycuda.sum(x), torch.sum, lambda sh, mode, s: ("GB/s", math.prod(sh) * s)),
+    "linear": OpSpec(
+        "linear", MODES, {"small": [(1024, 1024, 1024)], "large": [(4096, 4096, 4096)],
+                          "all": [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
+                          "cpu": [(128, 256, 128), (512, 512, 512)]},
+        lambda sh, dt, dev: [_randn(sh[0], sh[2], dtype=dt, device=dev),
+                             _randn(sh[1], sh[2], dtype=dt, device=dev) / sh[2] ** 0.5,
+                             _randn(sh[1], dtype=dt, device=dev)],
+        lambda x, w, b: tinycuda.linear(x, w, b), F.linear, _linear_flops,
+        variants={f"tinycuda[{a}]": (lambda a: lambda x, w, b: tinycuda.linear(x, w, b, algo=a))(a)
+                  for a in ("naive", "tiled", "regtile")}),
+}
+
+
+# ---------------------------------------------------------------------------
+# timing
+
+class Timer:
+    """Median time of fn() in ms, with the L2 flushed before each repetition."""
+
+    def __init__(self, device, reps):
+        self.device, self.reps = device, max(reps, 20)
+        self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device=device) if device == "cuda" else None
+
+    def __call__(self, fn):
+        for _ in range(3):
+            fn()
+        times = []
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            for _ in range(self.reps):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                self.flush.zero_()
+                start.record()
+                fn()
+                end.record()
+                times.append((start, end))
+            torch.cuda.synchronize()
+            return statistics.median(s.elapsed_time(e) for s, e in times)
+        for _ in range(self.reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def measure_peaks(device, timer):
+    """The device's own ceilings: copy bandwidth (bytes read + written) and
+    matmul rates of torch (cuBLAS on a GPU) in bf16 and fp32."""
+    n = 2**28 if device == "cuda" else 2**24
+    a = torch.empty(n, dtype=torch.float32, device=device).uniform_()
+    b = torch.empty_like(a)
+    copy_ms = timer(lambda: b.copy_(a))
+    del a, b
+    peaks = {"copy_GBps": 2 * n * 4 / copy_ms / 1e6}
+    size = 4096 if device == "cuda" else 512
+    for dt, key in ((torch.bfloat16, "matmul_bf16_TFLOPs"), (torch.float32, "matmul_fp32_TFLOPs")):
+        x, y = torch.randn(size, size, device=device, dtype=dt), torch.randn(size, size, device=device, dtype=dt)
+        peaks[key] = 2 * size**3 / timer(lambda: x @ y) / 1e9
+    return peaks
+
+
+def peak_memory_mb(device, fn):
+    """Extra memory one call allocates beyond what exists before it (CUDA)."""
+    if device != "cuda":
+        return None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return peak / 2**20
+
+
+# ---------------------------------------------------------------------------
+# one case
+
+def _tolerance(dtype, spec):
+    """Agreement with eager required before timing: fp32 reductions of 4096+
+    terms in another order differ by ~1e-4 relative; half types by their eps."""
+    if dtype == torch.float32:
+        return 1e-3 if spec.name in ("linear", "sum") else 1e-5
+    return 2e-2
+
+
+def _runner(fn, inputs, mode):
+    """A zero-argument callable for one mode, and its result for checking."""
+    if mode == "fwd":
+        def run():
+            with torch.no_grad():
+                return fn(*inputs)
+        return run
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    if mode == "bwd":
+        out = fn(*leaves)
+        g = torch.randn_like(out)
+        return lambda: torch.autograd.grad(out, leaves, g, retain_graph=True)
+    g = torch.randn_like(fn(*inputs).detach())
+    return lambda: torch.autograd.grad(fn(*leaves), leaves, g)
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
+    torch.manual_seed(0)
+    inputs = spec.make(shape, dtype, device)
+    fns = {"eager": spec.torch, "tinycuda": spec.tinycuda}  # eager first: the reference
+    if "compile" in impls:
+        torch._dynamo.reset()
+        fns["compile"] = torch.compile(spec.torch, fullgraph=True)
+    if mode == "fwd" and device == "cuda" and "variants" in impls:
+        fns.update(spec.variants)
+    unit, amount = spec.cost(shape, mode, inputs[0].element_size())
+    tol = _tolerance(dtype, spec)
+    rows, ref = [], None
+    for name, fn in fns.items():
+        if name not in ("eager", "compile") and name.split("[")[0] not in impls:
+            continue
+        torch.manual_seed(1)  # the same grad_out for every implementation
+        run = _runner(fn, inputs, mode)
+        out = _as_list(run())
+        if ref is None:
+            ref = out
+        for o, r in zip(out, ref):  # checked before it is timed
+            scale = max(1.0, r.float().abs().max().item())
+            torch.testing.assert_close(o.float(), r.float(), rtol=tol, atol=tol * scale,
+                                       msg=lambda m: f"{spec.name} {mode} {shape} {name}: {m}")
+        ms = timer(run)
+        rate = amount / ms / 1e6 if unit == "GB/s" else amount / ms / 1e9
+        peak = peaks["copy_GBps"] if unit == "GB/s" else (
+            peaks["matmul_fp32_TFLOPs"] if dtype == torch.float32 else peaks["matmul_bf16_TFLOPs"])
+        rows.append(dict(op=spec.name, mode=mode, shape=list(shape), dtype=str(dtype).replace("torch.", ""),
+                         impl=name, ms=ms, unit=unit, rate=rate, pct_peak=100 * rate / peak,
+                         extra_mb=peak_memory_mb(device, run)))
+    by = {r["impl"]: r["ms"] for r in rows}
+    for r in rows:
+        r["vs_eager"] = by["eager"] / r["ms"]
+        r["vs_compile"] = by["compile"] / r["ms"] if "compile" in by else None
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# output
+
+def print_table(rows, device, peaks):
+    from rich.console import Console
+    from rich.table import Table
+
+    title = (f"tinycuda bench on {device_name(device)} -- peaks: copy {peaks['copy_GBps']:.0f} GB/s, "
+             f"matmul bf16 {peaks['matmul_bf16_TFLOPs']:.0f} / fp32 {peaks['matmul_fp32_TFLOPs']:.1f} TFLOP/s")
+    if device != "cuda":
+        title += "\n(CPU figures: no GPU visible; the CPU kernels are single-threaded references)"
+    t = Table(title=title)
+    for col in ("op", "mode", "shape", "dtype", "impl", "ms", "rate", "% peak", "vs eager", "vs compile", "extra MiB"):
+        t.add_column(col, justify="right" if col not in ("op", "mode", "impl") else "left")
+    for r in rows:
+        t.add_row(r["op"], r["mode"], "x".join(map(str, r["shape"])), r["dtype"], r["impl"], f"{r['ms']:.4f}",
+                  f"{r['rate']:.1f} {r['unit']}", f"{r['pct_peak']:.0f}%", f"{r['vs_eager']:.2f}x",
+                  "-" if r["vs_compile"] is None else f"{r['vs_compile']:.2f}x",
+                  "-" if r["extra_mb"] is None else f"{r['extra_mb']:.1f}")
+    Console(width=200).print(t)
+
+
+def plot(rows, directory):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    tc = [r for r in rows if r["impl"] == "tinycuda"]
+    labels = [f"{r['op']} {r['mode']}\n{'x'.join(map(str, r['shape']))}" for r in tc]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(tc)), 4.5))
+    xs = range(len(tc))
+    ax.bar([x - 0.2 for x in xs], [r["vs_eager"] for r in tc], 0.4, label="vs eager")
+    ax.bar([x + 0.2 for x in xs], [r["vs_compile"] or 0 for r in tc], 0.4, label="vs torch.compile")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(list(xs), labels, rotation=90, fontsize=7)
+    ax.set_ylabel("speedup of tinycuda (x)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, "speedup.png"), dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (op, mode, impl), pts in _series(rows).items():
+        if len(pts) > 1:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{op} {mode} {impl}")
+    ax.set_xscale("log")
+    ax.set_xlabel("elements")
+    ax.set_ylabel("achieved GB/s")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, "bandwidth.png"), dpi=120)
+    plt.close(fig)
+
+
+def _series(rows):
+    series = {}
+    for r in rows:
+        if r["unit"] == "GB/s":
+            series.setdefault((r["op"], r["mode"], r["impl"]), []).append((math.prod(r["shape"]), r["rate"]))
+    return {k: sorted(v) for k, v in series.items()}
+
+
+def device_name(device):
+    return torch.cuda.get_device_name() if device == "cuda" else "CPU"
+
+
+# ---------------------------------------------------------------------------
+# entry point
+
+def add_arguments(p):
+    p.add_argument("ops", nargs="*", help=f"ops to run (default all: {', '.join(SPECS)})")
+    p.add_argument("--shapes", choices=("small", "large", "all"), default="all")
+    p.add_argument("--modes", default=",".join(MODES), help="comma list of fwd,bwd,fwd+bwd")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--impls", default="tinycuda,eager,compile,variants",
+                   help="comma list of tinycuda,eager,compile,variants")
+    p.add_argument("--reps", type=int, default=50, help="timed repetitions (at least 20)")
+    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--plot", metavar="DIR")
+
+
+def run(args):
+    from rich.progress import Progress
+
+    unknown = [o for o in args.ops if o not in SPECS]
+    if unknown:
+        raise SystemExit(f"tinycuda bench: unknown op(s) {unknown}; choose from {list(SPECS)}")
+    device = "cuda" if torch.cuda.is_available() and "cuda" in tinycuda.build_info.get("backends", []) else "cpu"
+    dtype = getattr(torch, args.dtype)
+    impls = set(args.impls.split(","))
+    modes = args.modes.split(",")
+    timer = Timer(device, args.reps)
+    peaks = measure_peaks(device, timer)
+    cases = [(s, m, sh) for s in (SPECS[o] for o in (args.ops or SPECS)) for m in s.modes if m in modes
+             for sh in s.shapes["cpu" if device == "cpu" else args.shapes]]
+    rows = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("benchmarking", total=len(cases))
+        for spec, mode, shape in cases:
+            progress.update(task, description=f"{spec.name} {mode} {'x'.join(map(str, shape))}")
+            rows += run_case(spec, mode, shape, dtype, device, timer, impls, peaks)
+            progress.advance(task)
+    print_table(rows, device, peaks)
+    if args.json:
+        meta = dict(device=device_name(device), torch=torch.__version__, cuda=torch.version.cuda,
+                    date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                    cpu_figures=device != "cuda", peaks=peaks, reps=timer.reps)
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": rows}, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
