@@ -4,7 +4,7 @@ PY ?= python3
 PIP = $(PY) -m pip
 # torch is pinned only when missing: a machine that has a (CUDA) torch keeps it.
 TORCH_PIN ?= torch==2.13.0
-TEST_DEPS = pytest hypothesis numpy ninja rich matplotlib
+TEST_DEPS = pytest pytest-xdist hypothesis numpy ninja rich matplotlib
 
 .PHONY: install test test-gpu sanitize demo clean
 
@@ -14,7 +14,7 @@ install:
 	$(PIP) install -q --no-build-isolation --no-deps -e .
 
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 # On a GPU machine: the same suite (CUDA tests run when a GPU is visible),
 # then compute-sanitizer: memcheck over every CUDA test but the >2^31-element

@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 ( time make install ) > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 python3 -m tinycuda info | tee "$OUT/info.txt"
-python3 -m pytest -q ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/test.log" | tail -6
+python3 -m pytest -q -n auto ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/test.log" | tail -6
 if [ "${SANITIZE:-1}" = 1 ]; then
   timeout ${SANITIZE_TIMEOUT:-300} make sanitize > "$OUT/sanitize.log" 2>&1; echo "sanitize rc=$?"
   grep -E "ERROR SUMMARY|passed|failed|error" "$OUT/sanitize.log" | tail -8

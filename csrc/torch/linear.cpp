@@ -14,16 +14,16 @@ int64_t rows_of(const at::Tensor& x) {
 }
 
 void check_linear(const char* op, const at::Tensor& x, const at::Tensor& weight) {
-  TORCH_CHECK(weight.dim() == 2, "tinycuda::", op, ": weight must be 2-D [out, in], got shape ",
-              weight.sizes());
-  TORCH_CHECK(x.dim() >= 1, "tinycuda::", op, ": x must have at least 1 dim");
-  TORCH_CHECK(x.size(-1) == weight.size(1), "tinycuda::", op, ": x's last dim (", x.size(-1),
-              ") must equal weight's in_features (", weight.size(1), ")");
+  TC_CHECK(weight.dim() == 2, op, "weight must be 2-D [out, in], got shape %s",
+           shape_str(weight.sizes()).c_str());
+  TC_CHECK(x.dim() >= 1, op, "x must have at least 1 dim");
+  TC_CHECK(x.size(-1) == weight.size(1), op, "x's last dim (%lld) must equal weight's in_features (%lld)",
+           (long long)x.size(-1), (long long)weight.size(1));
 }
 
 tc_gemm_algo algo_of(const char* op, int64_t algo) {
-  TORCH_CHECK(algo >= TC_GEMM_AUTO && algo <= TC_GEMM_REGTILE, "tinycuda::", op,
-              ": algo must be 0 (auto), 1 (naive), 2 (tiled) or 3 (regtile), got ", algo);
+  TC_CHECK(algo >= TC_GEMM_AUTO && algo <= TC_GEMM_REGTILE, op,
+           "algo must be 0 (auto), 1 (naive), 2 (tiled) or 3 (regtile), got %lld", (long long)algo);
   return tc_gemm_algo(algo);
 }
 
@@ -34,8 +34,9 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
   else check_args(op, {{"x", x}, {"weight", weight}});
   check_linear(op, x, weight);
   const int64_t K = weight.size(1), N = weight.size(0);
-  TORCH_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == N), "tinycuda::", op,
-              ": bias must have shape [", N, "] (weight's out_features), got ", bias->sizes());
+  TC_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == N), op,
+           "bias must have shape [%lld] (weight's out_features), got %s", (long long)N,
+           shape_str(bias->sizes()).c_str());
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   const at::Tensor bc = bias ? bias->contiguous() : at::Tensor();
   std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end() - 1);
@@ -60,8 +61,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
   const int64_t K = weight.size(1), N = weight.size(0);
   std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(N);
-  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef(out_shape), "tinycuda::", op,
-              ": grad_out must have shape ", at::IntArrayRef(out_shape), ", got ", grad_out.sizes());
+  TC_CHECK(grad_out.sizes() == at::IntArrayRef(out_shape), op, "grad_out must have shape %s, got %s",
+           shape_str(out_shape).c_str(), shape_str(grad_out.sizes()).c_str());
   const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous(), wc = weight.contiguous();
   const int64_t M = rows_of(xc);
   at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);

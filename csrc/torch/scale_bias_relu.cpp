@@ -9,9 +9,10 @@ using namespace tc_torch;
 at::Tensor scale_bias_relu(const at::Tensor& x, const at::Tensor& bias, double scale) {
   const char* op = "scale_bias_relu";
   check_args(op, {{"x", x}, {"bias", bias}});
-  TORCH_CHECK(x.dim() >= 1, "tinycuda::", op, ": x must have at least 1 dim, got a 0-dim tensor");
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), "tinycuda::", op,
-              ": bias must have shape [", x.size(-1), "] (x's last dim), got ", bias.sizes());
+  TC_CHECK(x.dim() >= 1, op, "x must have at least 1 dim, got a 0-dim tensor");
+  TC_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), op,
+           "bias must have shape [%lld] (x's last dim), got %s", (long long)x.size(-1),
+           shape_str(bias.sizes()).c_str());
   const at::Tensor xc = x.contiguous(), bc = bias.contiguous();
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
@@ -27,7 +28,7 @@ std::tuple<at::Tensor, at::Tensor> scale_bias_relu_backward(const at::Tensor& gr
   const char* op = "scale_bias_relu_backward";
   check_args(op, {{"grad_out", grad_out}, {"out", out}});
   check_same_shape(op, {"grad_out", grad_out}, {"out", out});
-  TORCH_CHECK(out.dim() >= 1, "tinycuda::", op, ": out must have at least 1 dim");
+  TC_CHECK(out.dim() >= 1, op, "out must have at least 1 dim");
   const at::Tensor gc = grad_out.contiguous(), yc = out.contiguous();
   const int64_t cols = yc.size(-1), rows = cols ? yc.numel() / cols : 0;
   at::Tensor gx = empty_contiguous(mask[0] ? yc.sizes() : at::IntArrayRef{0}, yc);

@@ -20,8 +20,8 @@ View view_of(const char* op, at::IntArrayRef shape, std::optional<int64_t> dim, 
     return v;
   }
   const int64_t lim = std::max<int64_t>(nd, 1);  // a 0-dim tensor accepts dim 0 and -1
-  TORCH_CHECK(*dim >= -lim && *dim < lim, "tinycuda::", op, ": dim ", *dim,
-              " is out of range for a tensor of ", nd, " dims");
+  TC_CHECK(*dim >= -lim && *dim < lim, op, "dim %lld is out of range for a tensor of %lld dims",
+           (long long)*dim, (long long)nd);
   const int64_t d = nd == 0 ? 0 : (*dim + nd) % nd;
   for (int64_t i = 0; i < nd; ++i) {
     if (i < d) v.outer *= shape[size_t(i)];
@@ -54,8 +54,9 @@ at::Tensor sum_backward(const at::Tensor& grad_out, at::IntArrayRef input_shape,
                         std::optional<int64_t> dim, bool keepdim) {
   check_args("sum_backward", {{"grad_out", grad_out}});
   const View v = view_of("sum_backward", input_shape, dim, keepdim);
-  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef(v.out_shape), "tinycuda::sum_backward: grad_out "
-              "must have shape ", at::IntArrayRef(v.out_shape), ", got ", grad_out.sizes());
+  TC_CHECK(grad_out.sizes() == at::IntArrayRef(v.out_shape), "sum_backward",
+           "grad_out must have shape %s, got %s", shape_str(v.out_shape).c_str(),
+           shape_str(grad_out.sizes()).c_str());
   const at::Tensor gc = grad_out.contiguous();
   at::Tensor gx = empty_contiguous(input_shape, gc);
   call("sum_backward", gc, tc_sum_backward_cpu, tc_sum_backward_cuda,

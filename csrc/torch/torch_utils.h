@@ -9,11 +9,45 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <cstdarg>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "../common.h"
 
 namespace tc_torch {
+
+// Errors are formatted with snprintf and thrown as c10::Error (a RuntimeError
+// in Python). No iostreams here: on the GPU machine, TORCH_CHECK's
+// c10::str(..., long) instantiated inside this extension crashed (a num_put
+// facet looked up in the wrong locale table), taking the interpreter down.
+inline std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+inline std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, f);
+  std::vsnprintf(buf, sizeof(buf), f, args);
+  va_end(args);
+  return buf;
+}
+
+[[noreturn]] inline void fail(const char* op, const std::string& what) {
+  C10_THROW_ERROR(Error, std::string("tinycuda::") + op + ": " + what);
+}
+
+#define TC_CHECK(cond, op, ...) \
+  do {                          \
+    if (!(cond)) ::tc_torch::fail(op, ::tc_torch::fmt(__VA_ARGS__)); \
+  } while (0)
+
+inline std::string shape_str(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+inline const char* dtype_str(const at::Tensor& t) { return c10::toString(t.scalar_type()); }
 
 struct Arg {
   const char* name;
@@ -26,7 +60,7 @@ inline tc_dtype dtype_of(const at::Tensor& t) {
     case at::kHalf: return TC_FLOAT16;
     case at::kBFloat16: return TC_BFLOAT16;
     case at::kDouble: return TC_FLOAT64;
-    default: TORCH_CHECK(false, "unreachable: dtype checked by check_args");
+    default: fail("dtype_of", "unreachable: dtype checked by check_args");
   }
 }
 
@@ -35,21 +69,20 @@ inline tc_dtype dtype_of(const at::Tensor& t) {
 inline void check_args(const char* op, std::initializer_list<Arg> args) {
   const Arg& first = *args.begin();
   for (const Arg& a : args) {
-    TORCH_CHECK(a.t.defined(), "tinycuda::", op, ": ", a.name, " is undefined");
+    TC_CHECK(a.t.defined(), op, "%s is undefined", a.name);
     auto st = a.t.scalar_type();
-    TORCH_CHECK(st == at::kFloat || st == at::kHalf || st == at::kBFloat16 || st == at::kDouble,
-                "tinycuda::", op, ": ", a.name,
-                " must be float32, float16, bfloat16 or float64, got ", st);
-    TORCH_CHECK(a.t.device() == first.t.device(), "tinycuda::", op, ": ", a.name, " is on ",
-                a.t.device(), " but ", first.name, " is on ", first.t.device());
-    TORCH_CHECK(st == first.t.scalar_type(), "tinycuda::", op, ": ", a.name, " has dtype ", st,
-                " but ", first.name, " has dtype ", first.t.scalar_type());
+    TC_CHECK(st == at::kFloat || st == at::kHalf || st == at::kBFloat16 || st == at::kDouble, op,
+             "%s must be float32, float16, bfloat16 or float64, got %s", a.name, dtype_str(a.t));
+    TC_CHECK(a.t.device() == first.t.device(), op, "%s is on %s but %s is on %s", a.name,
+             a.t.device().str().c_str(), first.name, first.t.device().str().c_str());
+    TC_CHECK(st == first.t.scalar_type(), op, "%s has dtype %s but %s has dtype %s", a.name,
+             dtype_str(a.t), first.name, dtype_str(first.t));
   }
 }
 
 inline void check_same_shape(const char* op, Arg a, Arg b) {
-  TORCH_CHECK(a.t.sizes() == b.t.sizes(), "tinycuda::", op, ": ", a.name, " has shape ",
-              a.t.sizes(), " but ", b.name, " has shape ", b.t.sizes());
+  TC_CHECK(a.t.sizes() == b.t.sizes(), op, "%s has shape %s but %s has shape %s", a.name,
+           shape_str(a.t.sizes()).c_str(), b.name, shape_str(b.t.sizes()).c_str());
 }
 
 // A fresh contiguous tensor of `like`'s sizes, dtype and device.
@@ -74,10 +107,10 @@ void call(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
 #endif
     s = cuda(&params);
   } else {
-    TORCH_CHECK(on.is_cpu(), "tinycuda::", op, ": unsupported device ", on.device());
+    TC_CHECK(on.is_cpu(), op, "unsupported device %s", on.device().str().c_str());
     s = cpu(&params);
   }
-  TORCH_CHECK(s == TC_OK, "tinycuda::", op, ": ", tc_last_error());
+  if (s != TC_OK) fail(op, tc_last_error());
 }
 
 }  // namespace tc_torch
