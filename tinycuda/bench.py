@@ -2,8 +2,12 @@
 
 For every op, mode (fwd, bwd, fwd+bwd) and shape, each implementation is
 checked against eager torch, then timed: CUDA events around one call, the L2
-cache flushed before every repetition (a 256 MB write; it also hides the
-host's launch overhead, as in triton's do_bench), median of --reps (>= 20).
+cache flushed before every repetition (a 256 MB write), median of --reps
+(>= 20). Before each timed call the GPU is also kept busy for ~0.5 ms
+(torch.cuda._sleep), so the host's dispatch work (dynamo guards, autograd,
+Python) is queued ahead and the events measure the kernels, not the host: the
+first H100 run without it charged torch.compile up to 150 us of host time at
+small shapes.
 Figures: milliseconds; GB/s over the fewest bytes the op must move (memory-
 bound ops) or TFLOP/s (linear); the percentage of this device's measured
 peak (copy bandwidth, cuBLAS bf16/fp32 rates, measured at the start); the
@@ -113,6 +117,7 @@ class Timer:
             for _ in range(self.reps):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 self.flush.zero_()
+                torch.cuda._sleep(1_000_000)  # ~0.5 ms at 1.98 GHz: hides the host's dispatch time
                 start.record()
                 fn()
                 end.record()
