@@ -8,6 +8,8 @@
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
 
 import torch
 from setuptools import setup
@@ -33,4 +35,24 @@ else:
 with open(os.path.join(HERE, "tinycuda", "_build_info.json"), "w") as f:
     json.dump(build.build_info(torch, with_cuda, archs, debug, "prebuilt"), f, indent=2)
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
+
+
+class BuildExtAndLib(BuildExtension):
+    """Builds _C, then libtinycuda (csrc/Makefile) from the same sources, with
+    the same CUDA decision and archs, into tinycuda/lib/."""
+
+    def run(self):
+        super().run()
+        out = os.path.join(HERE, "build", "capi")
+        cmd = ["make", "-C", "csrc", f"OUT={out}", f"USE_CUDA={int(with_cuda)}", f"-j{os.cpu_count() or 2}"]
+        if with_cuda:
+            cmd.append("CUDA_ARCHS=" + " ".join(build.gencode_flags(archs)))
+        if debug:
+            cmd.append("OPT=-O0 -g")
+        subprocess.check_call(cmd, cwd=HERE)
+        for dest in {os.path.join(HERE, "tinycuda", "lib"), os.path.join(self.build_lib, "tinycuda", "lib")}:
+            os.makedirs(dest, exist_ok=True)
+            shutil.copy2(os.path.join(out, "libtinycuda.so"), dest)
+
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtAndLib})

@@ -10,7 +10,7 @@
 
 #define TC_NO_CUDA(fn, params)                                                    \
   tc_status fn(const params*) {                                                    \
-    return tc_fail(TC_ERR_NO_CUDA, "%s: tinycuda was built without CUDA", #fn);    \
+    return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: tinycuda was built without CUDA", #fn);    \
   }
 
 TC_NO_CUDA(tc_linear_cuda, tc_linear_params)

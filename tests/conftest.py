@@ -13,7 +13,7 @@ import zlib
 import pytest
 import torch
 
-import tinycuda  # noqa: F401  (registers the ops)
+import tinycuda.ops  # noqa: F401  (loads the kernels, registers the ops)
 
 HAS_CUDA = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
     "tinycuda::relu", "CUDA")

@@ -3,14 +3,25 @@
     import tinycuda
     y = tinycuda.linear(x, weight, bias)          # torch.ops.tinycuda.linear
     model = torch.nn.Sequential(tinycuda.nn.Linear(784, 256), tinycuda.nn.ReLU())
+
+The torch front door (tinycuda.ops, tinycuda.nn and the functions below) is
+loaded on first use, so that `import tinycuda.capi`, the C ABI front door,
+never imports torch.
 """
-from . import _loader
+import importlib
 
-_loader.load()
-
-from . import nn, ops  # noqa: E402  (ops register fake kernels and autograd)
-from .ops import linear, relu, scale_bias_relu, square, sum  # noqa: E402,A004
-
-build_info = _loader.build_info
 __version__ = "0.1.0"
-__all__ = ["linear", "relu", "scale_bias_relu", "square", "sum", "nn", "ops", "build_info"]
+__all__ = ["linear", "relu", "scale_bias_relu", "square", "sum", "nn", "ops", "capi", "build_info"]
+
+_FROM_OPS = ("linear", "relu", "scale_bias_relu", "square", "sum")
+
+
+def __getattr__(name):
+    if name in ("nn", "ops", "capi"):
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _FROM_OPS:
+        return getattr(importlib.import_module(f"{__name__}.ops"), name)
+    if name == "build_info":
+        importlib.import_module(f"{__name__}.ops")  # loads the kernels
+        return importlib.import_module(f"{__name__}._loader").build_info
+    raise AttributeError(f"module 'tinycuda' has no attribute {name!r}")

@@ -51,6 +51,20 @@ def arch_list(torch):
     return PORTABLE_ARCHS
 
 
+def gencode_flags(archs):
+    """nvcc -gencode flags for a TORCH_CUDA_ARCH_LIST string ("8.0;9.0a;12.0+PTX")."""
+    flags = []
+    for a in archs.replace(",", ";").replace(" ", ";").split(";"):
+        if not a:
+            continue
+        ptx = a.endswith("+PTX")
+        num = a.replace("+PTX", "").replace(".", "")
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if ptx:
+            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
+
+
 def want_cuda(torch, cuda_home):
     """USE_CUDA=0/1 forces; default: a CUDA build of torch and a CUDA toolkit."""
     env = os.environ.get("USE_CUDA")

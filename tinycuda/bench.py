@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+import tinycuda.ops  # noqa: F401  (loads the kernels)
 import tinycuda
 
 MODES = ("fwd", "bwd", "fwd+bwd")

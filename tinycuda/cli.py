@@ -11,10 +11,8 @@ def main(argv=None):
     bench.add_arguments(sub.add_parser("bench", help="tinycuda vs torch eager and torch.compile"))
     args = parser.parse_args(argv)
 
-    import tinycuda  # noqa: F401  (loads the kernels; import errors explain themselves)
-
     if args.command == "info":
-        from . import info
+        from . import info, ops  # noqa: F401  (ops loads the kernels; a failure explains itself)
         return info.run(args)
     return bench.run(args)
 

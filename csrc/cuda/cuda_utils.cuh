@@ -45,8 +45,12 @@ tc_status dispatch_cuda(tc_dtype dtype, const char* op, F&& f) {
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 // Every launch is followed by this: a bad configuration surfaces here, named.
+// No device or driver is TC_ERR_NO_CUDA, so callers can tell "no GPU here"
+// from a kernel that failed.
 inline tc_status check_launch(const char* op) {
   cudaError_t err = cudaGetLastError();
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
+    return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: %s", op, cudaGetErrorString(err));
   if (err != cudaSuccess)
     return tc_fail(TC_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(err));
   return TC_OK;

@@ -1,6 +1,12 @@
-"""The functional API, one module per op family; importing a module registers
-its fake kernels and autograd formulas with torch.library."""
-from .linear import linear
+"""The functional API, one module per op family. Importing this package loads
+the compiled kernels (tinycuda._C, which registers the torch.ops.tinycuda.*
+schemas and kernels); each family module then registers its fake kernels and
+autograd formula with torch.library."""
+from .. import _loader
+
+_loader.load()
+
+from .linear import linear  # noqa: E402
 from .relu import relu, relu_backward
 from .scale_bias_relu import scale_bias_relu
 from .square import square

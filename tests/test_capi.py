@@ -1,0 +1,157 @@
+"""The C ABI front door: libtinycuda through tinycuda.capi (ctypes).
+
+Same kernels as the torch ops, so results agree bit for bit; bad input is a
+Python exception, never a crash."""
+import ctypes
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tinycuda
+from tinycuda import capi
+from conftest import HAS_CUDA, requires_cuda
+
+NP_DTYPES = [np.float32, np.float16, np.float64]
+
+
+def _np(shape, dtype, rng):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _same(a, b):
+    a = torch.as_tensor(np.asarray(a)) if isinstance(a, np.ndarray) else a
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert torch.equal(a.cpu(), b.cpu()), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("dtype", NP_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
+    rng = np.random.default_rng(0)
+    x, w, b = _np((33, 17), dtype, rng), _np((7, 17), dtype, rng), _np((7,), dtype, rng)
+    gy = _np((33, 7), dtype, rng)
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    _same(capi.linear(x, w, b), torch.ops.tinycuda.linear(t(x), t(w), t(b)))
+    for got, ref in zip(capi.linear_backward(gy, x, w),
+                        torch.ops.tinycuda.linear_backward(t(gy), t(x), t(w), [True, True, True])):
+        _same(got, ref)
+    _same(capi.relu(x), torch.ops.tinycuda.relu(t(x)))
+    _same(capi.relu_backward(x, x[::-1].copy()), torch.ops.tinycuda.relu_backward(t(x), t(x[::-1].copy())))
+    _same(capi.square(x), torch.ops.tinycuda.square(t(x)))
+    _same(capi.square_backward(x, x), torch.ops.tinycuda.square_backward(t(x), t(x)))
+    bias = x[0].copy()
+    y = capi.scale_bias_relu(x, bias, 0.5)
+    _same(y, torch.ops.tinycuda.scale_bias_relu(t(x), t(bias), 0.5))
+    for got, ref in zip(capi.scale_bias_relu_backward(x, y, 0.5),
+                        torch.ops.tinycuda.scale_bias_relu_backward(t(x), t(y), 0.5, [True, True])):
+        _same(got, ref)
+    for dim, keep in ((None, False), (0, True), (1, False)):
+        s = capi.sum(x, dim, keep)
+        _same(s, torch.ops.tinycuda.sum(t(x), dim, keep))
+        _same(capi.sum_backward(s, x.shape, dim, keep), torch.ops.tinycuda.sum_backward(t(s), list(x.shape), dim, keep))
+
+
+def test_capi_bfloat16_through_dlpack_cpu():
+    x = torch.randn(9, 33, dtype=torch.bfloat16)
+    _same(capi.relu(x), torch.ops.tinycuda.relu(x))  # torch CPU tensors go through DLPack
+
+
+def test_capi_out_arrays_and_skipped_grads():
+    rng = np.random.default_rng(1)
+    x, w, gy = _np((4, 5), np.float32, rng), _np((3, 5), np.float32, rng), _np((4, 3), np.float32, rng)
+    out = np.empty((4, 3), np.float32)
+    assert capi.linear(x, w, out=out) is out
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-5)
+    gw = np.empty((3, 5), np.float32)
+    gx, gw2, gb = capi.linear_backward(gy, x, w, grad_x=False, grad_weight=gw, grad_bias=False)
+    assert gx is None and gb is None and gw2 is gw
+    np.testing.assert_allclose(gw, gy.T @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_capi_bad_input_raises():
+    rng = np.random.default_rng(2)
+    x = _np((4, 6), np.float32, rng)
+    with pytest.raises(TypeError, match=r"tinycuda.capi.relu: x has dtype int32"):
+        capi.relu(np.ones(3, np.int32))
+    with pytest.raises(ValueError, match=r"tinycuda.capi.relu: x must be C-contiguous"):
+        capi.relu(x[:, ::2])
+    with pytest.raises(ValueError, match=r"x's last dim must equal weight's in_features 5"):
+        capi.linear(x, _np((3, 5), np.float32, rng))
+    with pytest.raises(TypeError, match=r"tinycuda.capi.linear: weight has dtype float64 but x has dtype float32"):
+        capi.linear(x, _np((3, 6), np.float64, rng))
+    with pytest.raises(ValueError, match=r"tinycuda.capi.relu: out has shape \(3,\) \(3 elements\) but the result needs \(4, 6\)"):
+        capi.relu(x, out=np.empty(3, np.float32))
+    with pytest.raises(ValueError, match=r"grad_y has shape"):
+        capi.relu_backward(x, x[:2].copy())
+    with pytest.raises(TypeError, match=r"must be a NumPy array or a CUDA array"):
+        capi.relu([1.0, 2.0])
+
+
+def test_capi_null_pointers_are_errors_not_crashes():
+    lib = capi.lib()
+    assert lib.tc_relu_cpu(None) == 1  # TC_ERR_INVALID_ARGUMENT
+    assert b"params is NULL" in lib.tc_last_error()
+    p = capi.STRUCTS["tc_relu_params"](dtype=0, n=5, x=None, y=None)
+    assert lib.tc_relu_cpu(ctypes.byref(p)) == 1
+    assert b"relu: x or y is NULL" in lib.tc_last_error()
+    p = capi.STRUCTS["tc_linear_params"](dtype=7, M=1, N=1, K=1, x=1, weight=1, y=1)
+    assert lib.tc_linear_cpu(ctypes.byref(p)) == 2  # TC_ERR_UNSUPPORTED_DTYPE, checked before any access
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU path")
+def test_capi_reports_no_cuda_device_without_a_gpu():
+    assert capi.cuda_device_count() == 0
+    lib = capi.lib()
+    p = capi.STRUCTS["tc_relu_params"](dtype=0, n=0, x=None, y=None)
+    p.n = 4
+    p.x = p.y = 16  # never dereferenced: there is no device to run on
+    assert lib.tc_relu_cuda(ctypes.byref(p)) == 3  # TC_ERR_NO_CUDA
+    assert b"no CUDA device" in lib.tc_last_error()
+
+
+def test_capi_import_does_not_import_torch():
+    code = "import sys, tinycuda.capi as c; c.lib(); assert 'torch' not in sys.modules, 'torch imported'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_capi_cuda_torch_tensors_bit_for_bit(dtype):
+    x = torch.randn(65, 33, device="cuda", dtype=dtype)
+    w = torch.randn(17, 33, device="cuda", dtype=dtype)
+    b = torch.randn(17, device="cuda", dtype=dtype)
+    gy = torch.randn(65, 17, device="cuda", dtype=dtype)
+    y = capi.linear(x, w, b)
+    assert isinstance(y, torch.Tensor) and y.is_cuda
+    _same(y, torch.ops.tinycuda.linear(x, w, b))
+    for got, ref in zip(capi.linear_backward(gy, x, w),
+                        torch.ops.tinycuda.linear_backward(gy, x, w, [True, True, True])):
+        _same(got, ref)
+    _same(capi.relu(x), torch.ops.tinycuda.relu(x))
+    _same(capi.sum(x), torch.ops.tinycuda.sum(x))
+    _same(capi.sum(x, 0), torch.ops.tinycuda.sum(x, 0))
+    yb = capi.scale_bias_relu(x, x[0].contiguous(), 2.0)
+    for got, ref in zip(capi.scale_bias_relu_backward(x, yb, 2.0),
+                        torch.ops.tinycuda.scale_bias_relu_backward(x, yb, 2.0, [True, True])):
+        _same(got, ref)
+
+
+@requires_cuda
+def test_capi_cuda_rejects_a_cpu_array():
+    x = torch.randn(4, 5, device="cuda")
+    with pytest.raises(ValueError, match=r"weight is a cpu array but x is a cuda array"):
+        capi.linear(x, np.ones((3, 5), np.float32))
+
+
+@requires_cuda
+def test_capi_cuda_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.standard_normal((33, 65), dtype=cupy.float32)
+    y = capi.relu(x)
+    assert isinstance(y, cupy.ndarray)
+    _same(torch.as_tensor(y, device="cuda"), torch.ops.tinycuda.relu(torch.as_tensor(x, device="cuda")))
+    s = capi.sum(x, 1)
+    _same(torch.as_tensor(s, device="cuda"), torch.ops.tinycuda.sum(torch.as_tensor(x, device="cuda"), 1))

@@ -1,0 +1,443 @@
+"""tinycuda.capi: the kernels through libtinycuda's C ABI, called with ctypes.
+
+Importing this module does not import torch. CPU arrays are NumPy arrays (or
+anything exposing DLPack on the CPU); CUDA arrays are any object exposing
+``__cuda_array_interface__`` or ``__dlpack__`` (torch CUDA tensors, CuPy
+arrays). All arrays must be C-contiguous and share one dtype and device; the
+call runs the CPU or CUDA kernel accordingly, on the current CUDA device, on
+``stream`` (default: the array library's current stream, else the default
+stream). Outputs can be passed in (``out=``, or an array for a gradient) or
+are allocated in the input's array type. Arguments are checked here, before
+the call; a non-zero status from the library raises CapiError with its
+message.
+
+    from tinycuda import capi
+    y = capi.linear(x, w, b)                  # NumPy in, NumPy out (CPU kernel)
+    gx, gw, gb = capi.linear_backward(gy, x, w)
+"""
+import ctypes
+import math
+import os
+
+import numpy as np
+
+__all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "linear",
+           "linear_backward", "relu", "relu_backward", "scale_bias_relu", "scale_bias_relu_backward",
+           "square", "square_backward", "sum", "sum_backward"]
+
+DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
+_c_int, _c_i64, _c_p, _c_dbl, _c_size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
+
+
+class CapiError(RuntimeError):
+    """A non-zero tc_status; `.status` is its code."""
+
+    def __init__(self, message, status):
+        super().__init__(message)
+        self.status = status
+
+
+# ---------------------------------------------------------------------------
+# the params structs, field for field as in csrc/<family>.h
+
+def _struct(name, fields):
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
+
+
+_WS = [("workspace", _c_p), ("workspace_bytes", _c_size)]
+STRUCTS = {
+    "tc_linear_params": _struct("tc_linear_params", [
+        ("dtype", _c_int), ("M", _c_i64), ("N", _c_i64), ("K", _c_i64), ("x", _c_p), ("weight", _c_p),
+        ("bias", _c_p), ("y", _c_p), ("algo", _c_int), ("stream", _c_p)]),
+    "tc_linear_backward_params": _struct("tc_linear_backward_params", [
+        ("dtype", _c_int), ("M", _c_i64), ("N", _c_i64), ("K", _c_i64), ("grad_y", _c_p), ("x", _c_p),
+        ("weight", _c_p), ("grad_x", _c_p), ("grad_weight", _c_p), ("grad_bias", _c_p)] + _WS
+        + [("algo", _c_int), ("stream", _c_p)]),
+    "tc_relu_params": _struct("tc_relu_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("x", _c_p), ("y", _c_p), ("stream", _c_p)]),
+    "tc_relu_backward_params": _struct("tc_relu_backward_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("grad_x", _c_p), ("stream", _c_p)]),
+    "tc_scale_bias_relu_params": _struct("tc_scale_bias_relu_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("scale", _c_dbl), ("x", _c_p),
+        ("bias", _c_p), ("y", _c_p), ("stream", _c_p)]),
+    "tc_scale_bias_relu_backward_params": _struct("tc_scale_bias_relu_backward_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("scale", _c_dbl), ("grad_y", _c_p),
+        ("y", _c_p), ("grad_x", _c_p), ("grad_bias", _c_p)] + _WS + [("stream", _c_p)]),
+    "tc_sum_params": _struct("tc_sum_params", [
+        ("dtype", _c_int), ("outer", _c_i64), ("reduce", _c_i64), ("inner", _c_i64), ("x", _c_p),
+        ("y", _c_p)] + _WS + [("stream", _c_p)]),
+    "tc_sum_backward_params": _struct("tc_sum_backward_params", [
+        ("dtype", _c_int), ("outer", _c_i64), ("reduce", _c_i64), ("inner", _c_i64), ("grad_y", _c_p),
+        ("grad_x", _c_p), ("stream", _c_p)]),
+}
+STRUCTS["tc_square_params"] = STRUCTS["tc_relu_params"]
+STRUCTS["tc_square_backward_params"] = STRUCTS["tc_relu_backward_params"]
+
+# entry point -> params struct
+_ENTRY = {"linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
+          "relu": "tc_relu_params", "relu_backward": "tc_relu_backward_params",
+          "scale_bias_relu": "tc_scale_bias_relu_params",
+          "scale_bias_relu_backward": "tc_scale_bias_relu_backward_params",
+          "square": "tc_square_params", "square_backward": "tc_square_backward_params",
+          "sum": "tc_sum_params", "sum_backward": "tc_sum_backward_params"}
+_WORKSPACE = {"linear_backward": "tc_linear_backward_workspace_size",
+              "scale_bias_relu_backward": "tc_scale_bias_relu_backward_workspace_size",
+              "sum": "tc_sum_workspace_size"}
+
+_lib = None
+
+
+def lib(path=None):
+    """libtinycuda, loaded once: `path`, else $TINYCUDA_LIB, else tinycuda/lib/libtinycuda.so."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = path or os.environ.get("TINYCUDA_LIB") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "lib", "libtinycuda.so")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"tinycuda.capi: {path} not found; build it with "
+                                "`pip install --no-build-isolation -e .` or `make -C csrc`")
+    so = ctypes.CDLL(path)
+    for name, ret in (("tc_version", ctypes.c_char_p), ("tc_last_error", ctypes.c_char_p),
+                      ("tc_status_string", ctypes.c_char_p), ("tc_built_with_cuda", _c_int),
+                      ("tc_cuda_device_count", _c_int), ("tc_params_sizeof", _c_size)):
+        getattr(so, name).restype = ret
+    so.tc_status_string.argtypes = [_c_int]
+    so.tc_params_sizeof.argtypes = [ctypes.c_char_p]
+    for op, struct in _ENTRY.items():
+        size = so.tc_params_sizeof(struct.encode())
+        if size != ctypes.sizeof(STRUCTS[struct]):
+            raise ImportError(f"tinycuda.capi: {struct} is {size} bytes in {path} but "
+                              f"{ctypes.sizeof(STRUCTS[struct])} here: library and module disagree")
+        for dev in ("cpu", "cuda"):
+            fn = getattr(so, f"tc_{op}_{dev}")
+            fn.restype, fn.argtypes = _c_int, [ctypes.POINTER(STRUCTS[struct])]
+        if op in _WORKSPACE:
+            ws = getattr(so, _WORKSPACE[op])
+            ws.restype, ws.argtypes = _c_size, [ctypes.POINTER(STRUCTS[struct])]
+    _lib = so
+    return so
+
+
+def version():
+    return lib().tc_version().decode()
+
+
+def built_with_cuda():
+    return bool(lib().tc_built_with_cuda())
+
+
+def cuda_device_count():
+    return lib().tc_cuda_device_count()
+
+
+# ---------------------------------------------------------------------------
+# arrays: NumPy, __cuda_array_interface__, DLPack
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", _c_int), ("device_id", _c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", _c_p), ("device", _DLDevice), ("ndim", _c_int), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(_c_i64)), ("strides", ctypes.POINTER(_c_i64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
+_DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16"}
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = _c_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+class _Array:
+    """What the C call needs from one array argument; `keep` holds it alive."""
+
+    def __init__(self, src, ptr, shape, dtype, device, contiguous, keep=None):
+        self.src, self.ptr, self.shape, self.dtype = src, ptr, tuple(shape), dtype
+        self.device, self.contiguous, self.keep = device, contiguous, keep
+        self.size = math.prod(self.shape)
+
+
+def _c_contiguous(shape, strides, itemsize):
+    expected = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _view(op, name, obj):
+    if isinstance(obj, np.ndarray):
+        dtype = obj.dtype.name
+        return _Array(obj, obj.ctypes.data, obj.shape, dtype, "cpu", obj.flags.c_contiguous)
+    cai = None
+    if hasattr(obj, "__cuda_array_interface__"):
+        try:
+            cai = obj.__cuda_array_interface__
+        except (TypeError, ValueError):  # e.g. torch bfloat16: fall back to DLPack
+            cai = None
+    if cai is not None:
+        dtype = _CAI_DTYPES.get(cai["typestr"], cai["typestr"])
+        itemsize = int(cai["typestr"][2:]) if cai["typestr"][2:].isdigit() else 1
+        strides = cai.get("strides")
+        contiguous = strides is None or _c_contiguous(cai["shape"], strides, itemsize)
+        return _Array(obj, cai["data"][0], cai["shape"], dtype, "cuda", contiguous)
+    if hasattr(obj, "__dlpack__"):
+        capsule = obj.__dlpack__()
+        t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+        shape = [t.shape[i] for i in range(t.ndim)]
+        dtype = _DL_DTYPES.get((t.dtype.code, t.dtype.bits), f"dlpack({t.dtype.code},{t.dtype.bits})")
+        strides = [t.strides[i] for i in range(t.ndim)] if t.strides else None
+        contiguous = strides is None or _c_contiguous(shape, strides, 1)  # DLPack strides count elements
+        device = {1: "cpu", 2: "cuda"}.get(t.device.device_type, f"dlpack-device-{t.device.device_type}")
+        return _Array(obj, (t.data or 0) + t.byte_offset, shape, dtype, device, contiguous, keep=capsule)
+    raise TypeError(f"tinycuda.capi.{op}: {name} must be a NumPy array or a CUDA array "
+                    f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
+
+
+def _check(op, named):
+    """Views every array; all C-contiguous, one supported dtype, one device."""
+    views = {}
+    first = None
+    for name, obj in named.items():
+        a = _view(op, name, obj)
+        if a.dtype not in DTYPES:
+            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; "
+                            f"expected one of {', '.join(DTYPES)}")
+        if not a.contiguous:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must be C-contiguous")
+        if first is None:
+            first = (name, a)
+        elif a.device != first[1].device:
+            raise ValueError(f"tinycuda.capi.{op}: {name} is a {a.device} array but {first[0]} is a "
+                             f"{first[1].device} array")
+        elif a.dtype != first[1].dtype:
+            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype} but {first[0]} has "
+                            f"dtype {first[1].dtype}")
+        views[name] = a
+    return views
+
+
+def _family(a):
+    mod = type(a.src).__module__.split(".")[0]
+    return "numpy" if isinstance(a.src, np.ndarray) else mod
+
+
+def _empty(op, like, shape, dtype=None):
+    """A new contiguous array of `like`'s kind (NumPy, torch, CuPy)."""
+    fam = _family(like)
+    if fam == "numpy" or like.device == "cpu" and fam != "torch":
+        return np.empty(shape, dtype=dtype or like.src.dtype)
+    if fam == "torch":
+        import torch  # the caller's own arrays are torch tensors: torch is loaded already
+        return like.src.new_empty(shape, dtype=torch.uint8 if dtype == "uint8" else None)
+    if fam == "cupy":
+        import cupy
+        return cupy.empty(shape, dtype=dtype or like.src.dtype)
+    raise TypeError(f"tinycuda.capi.{op}: cannot allocate an output like a {type(like.src).__name__}; pass it in")
+
+
+def _stream(like, stream):
+    if stream is not None:
+        return int(getattr(stream, "cuda_stream", getattr(stream, "ptr", stream)))
+    if like.device != "cuda":
+        return 0
+    fam = _family(like)
+    if fam == "torch":
+        import torch
+        return torch.cuda.current_stream(like.src.device).cuda_stream
+    if fam == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+def _output(op, name, given, like, shape):
+    """`given` checked against (shape, dtype, device), or a new array."""
+    arr = _empty(op, like, shape) if given is None or given is True else given
+    a = _view(op, name, arr)
+    if a.shape != tuple(shape):
+        raise ValueError(f"tinycuda.capi.{op}: {name} has shape {a.shape} ({a.size} elements) "
+                         f"but the result needs {tuple(shape)}")
+    if a.dtype != like.dtype or a.device != like.device or not a.contiguous:
+        raise ValueError(f"tinycuda.capi.{op}: {name} must be a C-contiguous {like.dtype} {like.device} array")
+    return arr, a
+
+
+def _call(op, like, params, stream):
+    so = lib()
+    params.dtype = DTYPES[like.dtype]
+    params.stream = _stream(like, stream) or None
+    keep = None
+    if op in _WORKSPACE and like.device == "cuda":
+        nbytes = getattr(so, _WORKSPACE[op])(ctypes.byref(params))
+        if nbytes:
+            keep = _empty(op, like, (nbytes,), dtype="uint8")
+            params.workspace, params.workspace_bytes = _view(op, "workspace", keep).ptr, nbytes
+    status = getattr(so, f"tc_{op}_{'cuda' if like.device == 'cuda' else 'cpu'}")(ctypes.byref(params))
+    if status != 0:
+        raise CapiError(f"tinycuda.capi.{op}: {so.tc_status_string(status).decode()}: "
+                        f"{so.tc_last_error().decode()}", status)
+    return keep
+
+
+# ---------------------------------------------------------------------------
+# ops
+
+def _pointwise(op, x, out, stream):
+    v = _check(op, {"x": x})["x"]
+    y, yv = _output(op, "out", out, v, v.shape)
+    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, x=v.ptr, y=yv.ptr), stream)
+    return y
+
+
+def _pointwise_backward(op, grad_y, x, out, stream):
+    v = _check(op, {"grad_y": grad_y, "x": x})
+    if v["grad_y"].shape != v["x"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
+    gx, gv = _output(op, "out", out, v["x"], v["x"].shape)
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](n=gv.size, grad_y=v["grad_y"].ptr, x=v["x"].ptr, grad_x=gv.ptr), stream)
+    return gx
+
+
+def relu(x, *, out=None, stream=None):
+    """max(x, 0)."""
+    return _pointwise("relu", x, out, stream)
+
+
+def relu_backward(grad_y, x, *, out=None, stream=None):
+    """grad_y * [x > 0]."""
+    return _pointwise_backward("relu_backward", grad_y, x, out, stream)
+
+
+def square(x, *, out=None, stream=None):
+    """x * x."""
+    return _pointwise("square", x, out, stream)
+
+
+def square_backward(grad_y, x, *, out=None, stream=None):
+    """2 * x * grad_y."""
+    return _pointwise_backward("square_backward", grad_y, x, out, stream)
+
+
+def _rows_cols(op, v, name):
+    if len(v.shape) < 1:
+        raise ValueError(f"tinycuda.capi.{op}: {name} must have at least 1 dim")
+    cols = v.shape[-1]
+    return (v.size // cols if cols else 0), cols
+
+
+def scale_bias_relu(x, bias, scale, *, out=None, stream=None):
+    """relu(x * scale + bias); x [..., C], bias [C]."""
+    op = "scale_bias_relu"
+    v = _check(op, {"x": x, "bias": bias})
+    rows, cols = _rows_cols(op, v["x"], "x")
+    if v["bias"].shape != (cols,):
+        raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({cols},), got {v['bias'].shape}")
+    y, yv = _output(op, "out", out, v["x"], v["x"].shape)
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, scale=float(scale), x=v["x"].ptr,
+                                          bias=v["bias"].ptr, y=yv.ptr), stream)
+    return y
+
+
+def scale_bias_relu_backward(grad_y, y, scale, *, grad_x=True, grad_bias=True, stream=None):
+    """(grad_y * [y > 0] * scale, sum over rows of grad_y * [y > 0]); y is the forward output.
+    grad_x / grad_bias: True to allocate, an array to fill, False to skip (None returned)."""
+    op = "scale_bias_relu_backward"
+    v = _check(op, {"grad_y": grad_y, "y": y})
+    if v["grad_y"].shape != v["y"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but y has shape {v['y'].shape}")
+    rows, cols = _rows_cols(op, v["y"], "y")
+    gx, gxv = _output(op, "grad_x", grad_x, v["y"], v["y"].shape) if grad_x is not False else (None, None)
+    gb, gbv = _output(op, "grad_bias", grad_bias, v["y"], (cols,)) if grad_bias is not False else (None, None)
+    _call(op, v["y"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, scale=float(scale), grad_y=v["grad_y"].ptr,
+                                          y=v["y"].ptr, grad_x=gxv and gxv.ptr, grad_bias=gbv and gbv.ptr), stream)
+    return gx, gb
+
+
+def _linear_dims(op, v):
+    x, w = v["x"], v["weight"]
+    if len(w.shape) != 2:
+        raise ValueError(f"tinycuda.capi.{op}: weight must be 2-D (out, in), got shape {w.shape}")
+    if len(x.shape) < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"tinycuda.capi.{op}: x's last dim must equal weight's in_features "
+                         f"{w.shape[1]}, got shape {x.shape}")
+    return math.prod(x.shape[:-1]), w.shape[0], w.shape[1]
+
+
+def linear(x, weight, bias=None, *, out=None, algo=0, stream=None):
+    """x @ weight.T + bias; x [..., K], weight [N, K], bias [N] or None."""
+    op = "linear"
+    named = {"x": x, "weight": weight, **({"bias": bias} if bias is not None else {})}
+    v = _check(op, named)
+    M, N, K = _linear_dims(op, v)
+    if bias is not None and v["bias"].shape != (N,):
+        raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({N},), got {v['bias'].shape}")
+    y, yv = _output(op, "out", out, v["x"], (*v["x"].shape[:-1], N))
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](M=M, N=N, K=K, x=v["x"].ptr, weight=v["weight"].ptr,
+                                          bias=v["bias"].ptr if bias is not None else None, y=yv.ptr,
+                                          algo=int(algo)), stream)
+    return y
+
+
+def linear_backward(grad_y, x, weight, *, grad_x=True, grad_weight=True, grad_bias=True, algo=0,
+                    stream=None):
+    """(grad_y @ weight, grad_y^T @ x, grad_y summed over rows). Each output: True
+    to allocate, an array to fill, False to skip (None returned)."""
+    op = "linear_backward"
+    v = _check(op, {"grad_y": grad_y, "x": x, "weight": weight})
+    M, N, K = _linear_dims(op, v)
+    if v["grad_y"].shape != (*v["x"].shape[:-1], N):
+        raise ValueError(f"tinycuda.capi.{op}: grad_y must have shape {(*v['x'].shape[:-1], N)}, "
+                         f"got {v['grad_y'].shape}")
+    outs = []
+    for name, want, shape in (("grad_x", grad_x, v["x"].shape), ("grad_weight", grad_weight, (N, K)),
+                              ("grad_bias", grad_bias, (N,))):
+        outs.append(_output(op, name, want, v["x"], shape) if want is not False else (None, None))
+    (gx, gxv), (gw, gwv), (gb, gbv) = outs
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](M=M, N=N, K=K, grad_y=v["grad_y"].ptr, x=v["x"].ptr,
+                                          weight=v["weight"].ptr, grad_x=gxv and gxv.ptr,
+                                          grad_weight=gwv and gwv.ptr, grad_bias=gbv and gbv.ptr,
+                                          algo=int(algo)), stream)
+    return gx, gw, gb
+
+
+def _sum_view(op, shape, dim, keepdim):
+    nd = len(shape)
+    if dim is None:
+        return 1, math.prod(shape), 1, ((1,) * nd if keepdim else ())
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise ValueError(f"tinycuda.capi.{op}: dim {dim} is out of range for {nd} dims")
+    if nd == 0:
+        return 1, 1, 1, ()
+    d = dim % nd
+    out = tuple(1 if i == d else s for i, s in enumerate(shape) if keepdim or i != d)
+    return math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]), out
+
+
+def sum(x, dim=None, keepdim=False, *, out=None, stream=None):  # noqa: A001
+    """Sum of all elements (dim=None) or over one dim, float32 accumulation."""
+    op = "sum"
+    v = _check(op, {"x": x})["x"]
+    outer, red, inner, shape = _sum_view(op, v.shape, dim, keepdim)
+    y, yv = _output(op, "out", out, v, shape)
+    _call(op, v, STRUCTS[_ENTRY[op]](outer=outer, reduce=red, inner=inner, x=v.ptr, y=yv.ptr), stream)
+    return y
+
+
+def sum_backward(grad_y, shape, dim=None, keepdim=False, *, out=None, stream=None):
+    """grad_y broadcast back to `shape` over the summed dim(s)."""
+    op = "sum_backward"
+    v = _check(op, {"grad_y": grad_y})["grad_y"]
+    outer, red, inner, out_shape = _sum_view(op, tuple(shape), dim, keepdim)
+    if v.shape != out_shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y must have shape {out_shape}, got {v.shape}")
+    gx, gv = _output(op, "out", out, v, tuple(shape))
+    _call(op, v, STRUCTS[_ENTRY[op]](outer=outer, reduce=red, inner=inner, grad_y=v.ptr, grad_x=gv.ptr), stream)
+    return gx
