@@ -1,12 +1,13 @@
-# tinycuda: the two commands a fresh machine needs are `make demo` (the main
-# job) and `make test` (install everything, run the suite). See README.md.
+# tinycuda: the two commands a fresh machine needs are `make train` (the main
+# job: install, then `tinycuda train`) and `make test` (install everything, run
+# the suite). See README.md.
 PY ?= python3
 PIP = $(PY) -m pip
 # torch is pinned only when missing: a machine that has a (CUDA) torch keeps it.
 TORCH_PIN ?= torch==2.13.0
 TEST_DEPS = pytest pytest-xdist hypothesis numpy ninja rich matplotlib
 
-.PHONY: install test test-gpu sanitize demo clean
+.PHONY: install test sanitize train lib clean
 
 install:
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(TORCH_PIN)
@@ -27,9 +28,12 @@ sanitize: install
 	$(SANITIZE) --tool memcheck $(PY) -m pytest tests $(MEMCHECK_TESTS) -p no:cacheprovider -q -x
 	$(SANITIZE) --tool racecheck $(PY) -m pytest tests $(RACECHECK_TESTS) -p no:cacheprovider -q -x
 
-demo: install
-	$(PY) -m tinycuda info
-	$(PY) examples/quickstart.py
+train: install
+	$(PY) -m tinycuda train
+
+# libtinycuda alone (no torch needed): build/capi/libtinycuda.so
+lib:
+	$(MAKE) -C csrc
 
 clean:
-	rm -rf build *.egg-info tinycuda/_C*.so tinycuda/_build_info.json
+	rm -rf build *.egg-info tinycuda/_C*.so tinycuda/_build_info.json tinycuda/lib
