@@ -253,6 +253,20 @@ def print_table(rows, device, peaks):
     Console(width=200).print(t)
 
 
+def markdown(rows, device, peaks):
+    """The results as a Markdown table (docs/bench/h100.md is this output)."""
+    lines = [f"Device: {device_name(device)}; measured peaks: copy {peaks['copy_GBps']:.0f} GB/s, "
+             f"matmul bf16 {peaks['matmul_bf16_TFLOPs']:.0f} TFLOP/s, fp32 {peaks['matmul_fp32_TFLOPs']:.1f} TFLOP/s.",
+             "", "| op | mode | shape | dtype | impl | ms | rate | % peak | vs eager | vs compile | extra MiB |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['op']} | {r['mode']} | {'x'.join(map(str, r['shape']))} | {r['dtype']} | {r['impl']} | "
+                     f"{r['ms']:.4f} | {r['rate']:.1f} {r['unit']} | {r['pct_peak']:.0f}% | {r['vs_eager']:.2f}x | "
+                     f"{'-' if r['vs_compile'] is None else format(r['vs_compile'], '.2f') + 'x'} | "
+                     f"{'-' if r['extra_mb'] is None else format(r['extra_mb'], '.1f')} |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(rows, directory):
     import matplotlib
     matplotlib.use("Agg")
@@ -311,6 +325,7 @@ def add_arguments(p):
     p.add_argument("--reps", type=int, default=50, help="timed repetitions (at least 20)")
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--plot", metavar="DIR")
+    p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
 
 
 def run(args):
@@ -343,4 +358,7 @@ def run(args):
             json.dump({"meta": meta, "results": rows}, f, indent=1)
     if args.plot:
         plot(rows, args.plot)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, device, peaks))
     return 0
