@@ -8,6 +8,7 @@ from conftest import HAS_CUDA, check_op, noncontiguous
 CASES = [  # (batch shape, in_features, out_features)
     ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
     ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
+    ((12, 11), 64, 36),  # every extent a multiple of 4: the vectorized CUDA tile loads
 ]
 
 
@@ -28,7 +29,7 @@ def test_linear_matches_torch(device, dtype, batch, k, n, bias, contiguous):
 
 @pytest.mark.skipif(not HAS_CUDA, reason="variants are CUDA kernels")
 @pytest.mark.parametrize("algo", ["naive", "tiled", "regtile"])
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (33, 17, 129), (257, 300, 130)], ids=str)
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (33, 17, 129), (257, 300, 130), (260, 132, 68)], ids=str)
 def test_linear_cuda_variants(dtype, algo, m, k, n):
     x = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)

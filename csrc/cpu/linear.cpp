@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../linear.h"
+#include "../linear_check.h"
 #include "../sum.h"
 #include "cpu_utils.h"
 
@@ -46,10 +47,8 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t sam, int64_t sak,
 }  // namespace
 
 tc_status tc_linear_cpu(const tc_linear_params* p) {
-  TC_REQUIRE(p, "linear: params is NULL");
-  TC_REQUIRE(p->M >= 0 && p->N >= 0 && p->K >= 0, "linear: negative size");
+  TC_RETURN_IF_ERROR(linear_check(p));
   if (p->M * p->N == 0) return TC_OK;
-  TC_REQUIRE(p->y && (p->K == 0 || (p->x && p->weight)), "linear: a pointer is NULL");
   return dispatch_cpu(p->dtype, "linear", [&](auto tag) {
     using T = decltype(tag);
     gemm<T>(p->M, p->N, p->K, static_cast<const T*>(p->x), p->K, 1, static_cast<const T*>(p->weight),
@@ -67,11 +66,7 @@ size_t tc_linear_backward_workspace_size(const tc_linear_backward_params* p) {
 
 tc_status tc_linear_backward_cpu(const tc_linear_backward_params* p) {
   const char* op = "linear_backward";
-  TC_REQUIRE(p, "%s: params is NULL", op);
-  TC_REQUIRE(p->M >= 0 && p->N >= 0 && p->K >= 0, "%s: negative size", op);
-  TC_REQUIRE(p->M * p->N == 0 || p->grad_y, "%s: grad_y is NULL", op);
-  TC_REQUIRE(!p->grad_weight || p->M * p->K == 0 || p->x, "%s: x is NULL", op);
-  TC_REQUIRE(!p->grad_x || p->N * p->K == 0 || p->weight, "%s: weight is NULL", op);
+  TC_RETURN_IF_ERROR(linear_backward_check(p));
   return dispatch_cpu(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const T* gy = static_cast<const T*>(p->grad_y);

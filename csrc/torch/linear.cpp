@@ -72,13 +72,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
                               mask[0] ? gx.data_ptr() : nullptr, mask[1] ? gw.data_ptr() : nullptr,
                               mask[2] ? gb.data_ptr() : nullptr, nullptr, 0, algo_of(op, algo),
                               nullptr};
-  at::Tensor ws;
-  if (xc.is_cuda()) {
-    p.workspace_bytes = tc_linear_backward_workspace_size(&p);
-    ws = workspace(xc, p.workspace_bytes);
-    p.workspace = ws.data_ptr();
-  }
-  call(op, xc, tc_linear_backward_cpu, tc_linear_backward_cuda, p);
+  call_with_workspace(op, xc, tc_linear_backward_cpu, tc_linear_backward_cuda, tc_linear_backward_workspace_size, p);
   return {gx, gw, gb};
 }
 

@@ -36,13 +36,7 @@ std::tuple<at::Tensor, at::Tensor> scale_bias_relu_backward(const at::Tensor& gr
   tc_scale_bias_relu_backward_params p{dtype_of(yc), rows, cols, scale, gc.data_ptr(),
                                        yc.data_ptr(), mask[0] ? gx.data_ptr() : nullptr,
                                        mask[1] ? gb.data_ptr() : nullptr, nullptr, 0, nullptr};
-  at::Tensor ws;
-  if (yc.is_cuda()) {
-    p.workspace_bytes = tc_scale_bias_relu_backward_workspace_size(&p);
-    ws = workspace(yc, p.workspace_bytes);
-    p.workspace = ws.data_ptr();
-  }
-  call(op, yc, tc_scale_bias_relu_backward_cpu, tc_scale_bias_relu_backward_cuda, p);
+  call_with_workspace(op, yc, tc_scale_bias_relu_backward_cpu, tc_scale_bias_relu_backward_cuda, tc_scale_bias_relu_backward_workspace_size, p);
   return {gx, gb};
 }
 

@@ -40,13 +40,7 @@ at::Tensor sum(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   at::Tensor y = empty_contiguous(v.out_shape, xc);
   tc_sum_params p{dtype_of(xc), v.outer, v.reduce, v.inner, xc.data_ptr(), y.data_ptr(),
                   nullptr, 0, nullptr};
-  at::Tensor ws;
-  if (xc.is_cuda()) {
-    p.workspace_bytes = tc_sum_workspace_size(&p);
-    ws = workspace(xc, p.workspace_bytes);
-    p.workspace = ws.data_ptr();
-  }
-  call("sum", xc, tc_sum_cpu, tc_sum_cuda, p);
+  call_with_workspace("sum", xc, tc_sum_cpu, tc_sum_cuda, tc_sum_workspace_size, p);
   return y;
 }
 

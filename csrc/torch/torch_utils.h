@@ -90,10 +90,6 @@ inline at::Tensor empty_contiguous(at::IntArrayRef sizes, const at::Tensor& like
   return at::empty(sizes, like.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
-inline at::Tensor workspace(const at::Tensor& like, size_t bytes) {
-  return at::empty({int64_t(bytes)}, like.options().dtype(at::kByte));
-}
-
 // Runs the core's CPU or CUDA entry point for `on`'s device; CUDA work goes
 // on the current stream of that device.
 template <class P>
@@ -111,6 +107,22 @@ void call(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
     s = cpu(&params);
   }
   if (s != TC_OK) fail(op, tc_last_error());
+}
+
+// call() for ops whose CUDA path needs scratch: sizes it with the core's
+// query and allocates it from torch's caching allocator. Freed when this
+// returns, which is safe: the allocator reuses a block only for work queued
+// after this launch on the same stream.
+template <class P>
+void call_with_workspace(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
+                         tc_status (*cuda)(const P*), size_t (*workspace_size)(const P*), P params) {
+  at::Tensor ws;
+  if (on.is_cuda()) {
+    params.workspace_bytes = workspace_size(&params);
+    ws = at::empty({int64_t(params.workspace_bytes)}, on.options().dtype(at::kByte));
+    params.workspace = ws.data_ptr();
+  }
+  call(op, on, cpu, cuda, params);
 }
 
 }  // namespace tc_torch
