@@ -180,8 +180,11 @@ def _view(op, name, obj):
     if hasattr(obj, "__cuda_array_interface__"):
         try:
             cai = obj.__cuda_array_interface__
-        except (TypeError, ValueError):  # e.g. torch bfloat16: fall back to DLPack
+        except (TypeError, ValueError):
             cai = None
+    # The interface has no bfloat16 (torch reports it as "<V2"): DLPack does.
+    if cai is not None and cai["typestr"] not in _CAI_DTYPES and hasattr(obj, "__dlpack__"):
+        cai = None
     if cai is not None:
         dtype = _CAI_DTYPES.get(cai["typestr"], cai["typestr"])
         itemsize = int(cai["typestr"][2:]) if cai["typestr"][2:].isdigit() else 1
