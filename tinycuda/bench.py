@@ -267,36 +267,49 @@ def markdown(rows, device, peaks):
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, directory):
+def plot(rows, directory, peak_gbps=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     os.makedirs(directory, exist_ok=True)
     tc = [r for r in rows if r["impl"] == "tinycuda"]
-    labels = [f"{r['op']} {r['mode']}\n{'x'.join(map(str, r['shape']))}" for r in tc]
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(tc)), 4.5))
-    xs = range(len(tc))
-    ax.bar([x - 0.2 for x in xs], [r["vs_eager"] for r in tc], 0.4, label="vs eager")
-    ax.bar([x + 0.2 for x in xs], [r["vs_compile"] or 0 for r in tc], 0.4, label="vs torch.compile")
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(list(xs), labels, rotation=90, fontsize=7)
-    ax.set_ylabel("speedup of tinycuda (x)")
-    ax.legend()
+    ops = list(dict.fromkeys(r["op"] for r in tc))
+    fig, axes = plt.subplots(len(ops), 1, figsize=(10, 2.6 * len(ops)), squeeze=False)
+    for ax, op in zip(axes[:, 0], ops):
+        mine = [r for r in tc if r["op"] == op]
+        xs = range(len(mine))
+        ax.bar([x - 0.2 for x in xs], [r["vs_eager"] for r in mine], 0.4, label="vs eager")
+        ax.bar([x + 0.2 for x in xs], [r["vs_compile"] or 0 for r in mine], 0.4, label="vs torch.compile")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(list(xs), [f"{r['mode']}\n{'x'.join(map(str, r['shape']))}" for r in mine], fontsize=6)
+        ax.set_title(f"{op}: speedup of tinycuda ({mine[0]['dtype']})", fontsize=9)
+        ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(directory, "speedup.png"), dpi=120)
+    fig.savefig(os.path.join(directory, "speedup.png"), dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (op, mode, impl), pts in _series(rows).items():
-        if len(pts) > 1:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{op} {mode} {impl}")
-    ax.set_xscale("log")
-    ax.set_xlabel("elements")
-    ax.set_ylabel("achieved GB/s")
-    ax.legend(fontsize=6)
+    series = _series(rows)
+    ops = list(dict.fromkeys(op for op, _, _ in series))
+    if not ops:
+        return
+    fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6), squeeze=False, sharey=True)
+    colors = {"tinycuda": "tab:red", "compile": "tab:blue", "eager": "tab:gray"}
+    styles = {"fwd": "-", "bwd": "--", "fwd+bwd": ":"}
+    for ax, op in zip(axes[0], ops):
+        for (o, mode, impl), pts in series.items():
+            if o == op:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(mode, "-"), marker="o", ms=3,
+                        color=colors.get(impl.split("[")[0], "k"), label=f"{impl} {mode}")
+        if peak_gbps:
+            ax.axhline(peak_gbps, color="k", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_xlabel("elements")
+        ax.set_title(op, fontsize=9)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("achieved GB/s (line: measured copy)")
     fig.tight_layout()
-    fig.savefig(os.path.join(directory, "bandwidth.png"), dpi=120)
+    fig.savefig(os.path.join(directory, "bandwidth.png"), dpi=110)
     plt.close(fig)
 
 
@@ -314,6 +327,13 @@ def device_name(device):
 
 # ---------------------------------------------------------------------------
 # entry point
+
+def replot(json_file, directory):
+    """Plots from a saved --json file (how docs/bench/*.png are regenerated)."""
+    with open(json_file) as f:
+        data = json.load(f)
+    plot(data["results"], directory, data["meta"]["peaks"]["copy_GBps"])
+
 
 def add_arguments(p):
     p.add_argument("ops", nargs="*", help=f"ops to run (default all: {', '.join(SPECS)})")
@@ -357,7 +377,7 @@ def run(args):
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": rows}, f, indent=1)
     if args.plot:
-        plot(rows, args.plot)
+        plot(rows, args.plot, peaks["copy_GBps"])
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(rows, device, peaks))
