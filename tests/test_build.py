@@ -63,3 +63,25 @@ def test_cli_info_runs():
     r = subprocess.run([sys.executable, "-m", "tinycuda", "info"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "tinycuda::linear" in r.stdout and "torch" in r.stdout
+
+
+def test_jit_build_from_a_source_checkout(tmp_path):
+    """TINYCUDA_JIT=1 in a checkout with no built module compiles one, says so,
+    and the ops work."""
+    root = os.path.dirname(_build.CSRC)
+    src = tmp_path / "checkout"
+    shutil.copytree(os.path.join(root, "csrc"), src / "csrc")
+    shutil.copytree(os.path.join(root, "tinycuda"), src / "tinycuda",
+                    ignore=shutil.ignore_patterns("_C*.so", "_build_info.json", "lib", "__pycache__"))
+    code = ("import sys\n"
+            # an editable install of the main checkout must not answer for this copy
+            "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+            "import torch, tinycuda\n"
+            "assert tinycuda.__file__.startswith(sys.argv[1]), tinycuda.__file__\n"
+            "assert torch.equal(tinycuda.relu(torch.tensor([-1.0, 2.0])), torch.tensor([0.0, 2.0]))\n"
+            "print(tinycuda.build_info['mode'])\n")
+    env = dict(os.environ, TINYCUDA_JIT="1", TINYCUDA_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-c", code, str(src)], cwd=src, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "jit"
+    assert "tinycuda: JIT-compiling" in r.stderr

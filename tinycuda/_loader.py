@@ -55,9 +55,22 @@ def _jit():
     cxx, nvcc = _build.flags(with_cuda, debug)
     print(f"tinycuda: JIT-compiling the kernels ({'CPU+CUDA' if with_cuda else 'CPU'}) into {cache}; "
           "the first import takes minutes, later ones reuse the cache", file=sys.stderr)
+    # load() names objects by file basename, and csrc/cpu/linear.cpp and
+    # csrc/torch/linear.cpp would collide: compile one-line wrappers with
+    # unique names that #include the real files.
+    srcdir = os.path.join(cache, "src")
+    os.makedirs(srcdir, exist_ok=True)
+    wrappers = []
+    for path in _build.sources(with_cuda):
+        wrapper = os.path.join(srcdir, os.path.relpath(path, _build.CSRC).replace(os.sep, "_"))
+        text = f'#include "{path}"\n'
+        if not os.path.exists(wrapper) or open(wrapper).read() != text:
+            with open(wrapper, "w") as f:
+                f.write(text)
+        wrappers.append(wrapper)
     cpp_extension.load(
         name="tinycuda_C",
-        sources=_build.sources(with_cuda),
+        sources=wrappers,
         extra_cflags=cxx,
         extra_cuda_cflags=nvcc,
         build_directory=cache,
