@@ -39,6 +39,10 @@ def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
         _same(got, ref)
     _same(capi.relu(x), torch.ops.tinycuda.relu(t(x)))
     _same(capi.relu_backward(x, x[::-1].copy()), torch.ops.tinycuda.relu_backward(t(x), t(x[::-1].copy())))
+    y_m, mask = capi.relu_mask(x)
+    for got, ref in zip((y_m, mask), torch.ops.tinycuda.relu_mask(t(x))):
+        _same(got, ref)
+    _same(capi.relu_mask_backward(x, mask), torch.ops.tinycuda.relu_mask_backward(t(x), t(mask)))
     _same(capi.square(x), torch.ops.tinycuda.square(t(x)))
     _same(capi.square_backward(x, x), torch.ops.tinycuda.square_backward(t(x), t(x)))
     bias = x[0].copy()
@@ -131,6 +135,10 @@ def test_capi_cuda_torch_tensors_bit_for_bit(dtype):
                         torch.ops.tinycuda.linear_backward(gy, x, w, [True, True, True])):
         _same(got, ref)
     _same(capi.relu(x), torch.ops.tinycuda.relu(x))
+    y_m, mask = capi.relu_mask(x)
+    for got, ref in zip((y_m, mask), torch.ops.tinycuda.relu_mask(x)):
+        _same(got, ref)
+    _same(capi.relu_mask_backward(x, mask), torch.ops.tinycuda.relu_mask_backward(x, mask))
     _same(capi.sum(x), torch.ops.tinycuda.sum(x))
     _same(capi.sum(x, 0), torch.ops.tinycuda.sum(x, 0))
     yb = capi.scale_bias_relu(x, x[0].contiguous(), 2.0)

@@ -22,7 +22,8 @@ import os
 import numpy as np
 
 __all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "linear",
-           "linear_backward", "relu", "relu_backward", "scale_bias_relu", "scale_bias_relu_backward",
+           "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
+           "scale_bias_relu", "scale_bias_relu_backward",
            "square", "square_backward", "sum", "sum_backward"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
@@ -57,6 +58,10 @@ STRUCTS = {
         ("dtype", _c_int), ("n", _c_i64), ("x", _c_p), ("y", _c_p), ("stream", _c_p)]),
     "tc_relu_backward_params": _struct("tc_relu_backward_params", [
         ("dtype", _c_int), ("n", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("grad_x", _c_p), ("stream", _c_p)]),
+    "tc_relu_mask_params": _struct("tc_relu_mask_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("x", _c_p), ("y", _c_p), ("mask", _c_p), ("stream", _c_p)]),
+    "tc_relu_mask_backward_params": _struct("tc_relu_mask_backward_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("grad_y", _c_p), ("mask", _c_p), ("grad_x", _c_p), ("stream", _c_p)]),
     "tc_scale_bias_relu_params": _struct("tc_scale_bias_relu_params", [
         ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("scale", _c_dbl), ("x", _c_p),
         ("bias", _c_p), ("y", _c_p), ("stream", _c_p)]),
@@ -76,6 +81,7 @@ STRUCTS["tc_square_backward_params"] = STRUCTS["tc_relu_backward_params"]
 # entry point -> params struct
 _ENTRY = {"linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
           "relu": "tc_relu_params", "relu_backward": "tc_relu_backward_params",
+          "relu_mask": "tc_relu_mask_params", "relu_mask_backward": "tc_relu_mask_backward_params",
           "scale_bias_relu": "tc_scale_bias_relu_params",
           "scale_bias_relu_backward": "tc_scale_bias_relu_backward_params",
           "square": "tc_square_params", "square_backward": "tc_square_backward_params",
@@ -148,8 +154,8 @@ class _DLTensor(ctypes.Structure):
                 ("byte_offset", ctypes.c_uint64)]
 
 
-_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
-_DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16"}
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8"}
+_DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = _c_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -317,6 +323,36 @@ def relu(x, *, out=None, stream=None):
 def relu_backward(grad_y, x, *, out=None, stream=None):
     """grad_y * [x > 0]."""
     return _pointwise_backward("relu_backward", grad_y, x, out, stream)
+
+
+def _mask_view(op, mask, like, n):
+    """The uint8 bitmask of relu_mask: ceil(n / 8) bytes on `like`'s device."""
+    a = _view(op, "mask", mask)
+    if a.dtype != "uint8" or a.shape != ((n + 7) // 8,) or not a.contiguous or a.device != like.device:
+        raise ValueError(f"tinycuda.capi.{op}: mask must be a contiguous uint8 {like.device} array of "
+                         f"shape ({(n + 7) // 8},), got {a.dtype} {a.shape} on {a.device}")
+    return a
+
+
+def relu_mask(x, *, out=None, mask=None, stream=None):
+    """(max(x, 0), bitmask): bit j of mask[i] is [x[8i + j] > 0], for relu_mask_backward."""
+    op = "relu_mask"
+    v = _check(op, {"x": x})["x"]
+    y, yv = _output(op, "out", out, v, v.shape)
+    mask = _empty(op, v, ((v.size + 7) // 8,), dtype="uint8") if mask is None else mask
+    mv = _mask_view(op, mask, v, v.size)
+    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, x=v.ptr, y=yv.ptr, mask=mv.ptr), stream)
+    return y, mask
+
+
+def relu_mask_backward(grad_y, mask, *, out=None, stream=None):
+    """grad_y where the mask bit is set, else 0."""
+    op = "relu_mask_backward"
+    v = _check(op, {"grad_y": grad_y})["grad_y"]
+    mv = _mask_view(op, mask, v, v.size)
+    gx, gv = _output(op, "out", out, v, v.shape)
+    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, grad_y=v.ptr, mask=mv.ptr, grad_x=gv.ptr), stream)
+    return gx
 
 
 def square(x, *, out=None, stream=None):

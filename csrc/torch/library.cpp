@@ -12,6 +12,8 @@ TORCH_LIBRARY(tinycuda, m) {
   // relu
   m.def("relu(Tensor x) -> Tensor");
   m.def("relu_backward(Tensor grad_out, Tensor x) -> Tensor");
+  m.def("relu_mask(Tensor x) -> (Tensor, Tensor)");
+  m.def("relu_mask_backward(Tensor grad_out, Tensor mask) -> Tensor");
   // scale_bias_relu
   m.def("scale_bias_relu(Tensor x, Tensor bias, float scale) -> Tensor");
   m.def("scale_bias_relu_backward(Tensor grad_out, Tensor out, float scale, bool[2] output_mask)"

@@ -25,10 +25,41 @@ at::Tensor relu_backward(const at::Tensor& grad_out, const at::Tensor& x) {
   return gx;
 }
 
+// (y, mask): mask is uint8 [ceil(numel / 8)], bit j of byte i = [x[8i + j] > 0].
+std::tuple<at::Tensor, at::Tensor> relu_mask(const at::Tensor& x) {
+  check_args("relu_mask", {{"x", x}});
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = empty_contiguous(xc.sizes(), xc);
+  at::Tensor mask = at::empty({(xc.numel() + 7) / 8}, xc.options().dtype(at::kByte));
+  call("relu_mask", xc, tc_relu_mask_cpu, tc_relu_mask_cuda,
+       tc_relu_mask_params{dtype_of(xc), xc.numel(), xc.data_ptr(), y.data_ptr(),
+                           mask.data_ptr<uint8_t>(), nullptr});
+  return {y, mask};
+}
+
+at::Tensor relu_mask_backward(const at::Tensor& grad_out, const at::Tensor& mask) {
+  const char* op = "relu_mask_backward";
+  check_args(op, {{"grad_out", grad_out}});
+  TC_CHECK(mask.defined() && mask.scalar_type() == at::kByte, op, "mask must be a uint8 tensor");
+  TC_CHECK(mask.device() == grad_out.device(), op, "mask is on %s but grad_out is on %s",
+           mask.device().str().c_str(), grad_out.device().str().c_str());
+  TC_CHECK(mask.dim() == 1 && mask.numel() == (grad_out.numel() + 7) / 8, op,
+           "mask must have shape [%lld] (one bit per element of grad_out), got %s",
+           (long long)((grad_out.numel() + 7) / 8), shape_str(mask.sizes()).c_str());
+  const at::Tensor gc = grad_out.contiguous(), mc = mask.contiguous();
+  at::Tensor gx = empty_contiguous(gc.sizes(), gc);
+  call(op, gc, tc_relu_mask_backward_cpu, tc_relu_mask_backward_cuda,
+       tc_relu_mask_backward_params{dtype_of(gc), gc.numel(), gc.data_ptr(), mc.data_ptr<uint8_t>(),
+                                    gx.data_ptr(), nullptr});
+  return gx;
+}
+
 template <class M>
 void impls(M& m) {
   m.impl("relu", &relu);
   m.impl("relu_backward", &relu_backward);
+  m.impl("relu_mask", &relu_mask);
+  m.impl("relu_mask_backward", &relu_mask_backward);
 }
 }  // namespace
 
