@@ -42,6 +42,8 @@ size_t tc_params_sizeof(const char* name) {
   TC_SIZE(tc_relu_mask_backward_params)
   TC_SIZE(tc_scale_bias_relu_params)
   TC_SIZE(tc_scale_bias_relu_backward_params)
+  TC_SIZE(tc_softmax_params)
+  TC_SIZE(tc_softmax_backward_params)
   TC_SIZE(tc_square_params)
   TC_SIZE(tc_square_backward_params)
   TC_SIZE(tc_sum_params)

@@ -4,6 +4,7 @@
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"
+#include "softmax.h"
 #include "square.h"
 #include "sum.h"
 #include "internal.h"
@@ -21,6 +22,8 @@ TC_NO_CUDA(tc_relu_mask_cuda, tc_relu_mask_params)
 TC_NO_CUDA(tc_relu_mask_backward_cuda, tc_relu_mask_backward_params)
 TC_NO_CUDA(tc_scale_bias_relu_cuda, tc_scale_bias_relu_params)
 TC_NO_CUDA(tc_scale_bias_relu_backward_cuda, tc_scale_bias_relu_backward_params)
+TC_NO_CUDA(tc_softmax_cuda, tc_softmax_params)
+TC_NO_CUDA(tc_softmax_backward_cuda, tc_softmax_backward_params)
 TC_NO_CUDA(tc_square_cuda, tc_square_params)
 TC_NO_CUDA(tc_square_backward_cuda, tc_square_backward_params)
 TC_NO_CUDA(tc_sum_cuda, tc_sum_params)

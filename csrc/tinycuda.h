@@ -31,6 +31,7 @@
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"
+#include "softmax.h"
 #include "square.h"
 #include "sum.h"
 

@@ -43,6 +43,10 @@ def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
     for got, ref in zip((y_m, mask), torch.ops.tinycuda.relu_mask(t(x))):
         _same(got, ref)
     _same(capi.relu_mask_backward(x, mask), torch.ops.tinycuda.relu_mask_backward(t(x), t(mask)))
+    for log, fn in ((False, capi.softmax), (True, capi.log_softmax)):
+        sm = fn(x)
+        _same(sm, (torch.ops.tinycuda.log_softmax if log else torch.ops.tinycuda.softmax)(t(x), -1))
+        _same(capi.softmax_backward(x, sm, log=log), torch.ops.tinycuda.softmax_backward(t(x), t(sm), -1, log))
     _same(capi.square(x), torch.ops.tinycuda.square(t(x)))
     _same(capi.square_backward(x, x), torch.ops.tinycuda.square_backward(t(x), t(x)))
     bias = x[0].copy()
@@ -141,6 +145,8 @@ def test_capi_cuda_torch_tensors_bit_for_bit(dtype):
     _same(capi.relu_mask_backward(x, mask), torch.ops.tinycuda.relu_mask_backward(x, mask))
     _same(capi.sum(x), torch.ops.tinycuda.sum(x))
     _same(capi.sum(x, 0), torch.ops.tinycuda.sum(x, 0))
+    _same(capi.softmax(x), torch.ops.tinycuda.softmax(x, -1))
+    _same(capi.log_softmax(x), torch.ops.tinycuda.log_softmax(x, -1))
     yb = capi.scale_bias_relu(x, x[0].contiguous(), 2.0)
     for got, ref in zip(capi.scale_bias_relu_backward(x, yb, 2.0),
                         torch.ops.tinycuda.scale_bias_relu_backward(x, yb, 2.0, [True, True])):

@@ -11,9 +11,9 @@ never imports torch.
 import importlib
 
 __version__ = "0.1.0"
-__all__ = ["linear", "relu", "scale_bias_relu", "square", "sum", "nn", "ops", "capi", "build_info"]
 
-_FROM_OPS = ("linear", "relu", "scale_bias_relu", "square", "sum")
+_FROM_OPS = ("linear", "log_softmax", "relu", "scale_bias_relu", "softmax", "square", "sum")
+__all__ = [*_FROM_OPS, "nn", "ops", "capi", "build_info"]
 
 
 def __getattr__(name):

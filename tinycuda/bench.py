@@ -89,6 +89,12 @@ SPECS = {
         "scale_bias_relu", MODES, EW_SHAPES,
         lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), _randn(sh[-1], dtype=dt, device=dev)],
         lambda x, b: tinycuda.scale_bias_relu(x, b, 0.5), lambda x, b: torch.relu(x * 0.5 + b), _sbr_bytes),
+    "softmax": OpSpec(
+        "softmax", MODES, {"small": [(4096, 4096)], "large": [(32768, 4096), (8192, 32768)],
+                           "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 32768)],
+                           "cpu": [(256, 512)]},
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
+        lambda x: tinycuda.softmax(x, -1), lambda x: torch.softmax(x, -1), _elementwise_bytes(1, 2)),
     "sum": OpSpec("sum", ("fwd",), {"small": [(2**20,)], "large": [(2**28,)],
                                     "all": [(2**16,), (2**20,), (2**24,), (2**28,)], "cpu": [(2**16,), (2**20,)]},
                   lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],

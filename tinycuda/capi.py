@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "linear",
            "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
-           "scale_bias_relu", "scale_bias_relu_backward",
+           "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward",
            "square", "square_backward", "sum", "sum_backward"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
@@ -68,6 +68,12 @@ STRUCTS = {
     "tc_scale_bias_relu_backward_params": _struct("tc_scale_bias_relu_backward_params", [
         ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("scale", _c_dbl), ("grad_y", _c_p),
         ("y", _c_p), ("grad_x", _c_p), ("grad_bias", _c_p)] + _WS + [("stream", _c_p)]),
+    "tc_softmax_params": _struct("tc_softmax_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("x", _c_p), ("y", _c_p),
+        ("stream", _c_p)]),
+    "tc_softmax_backward_params": _struct("tc_softmax_backward_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("grad_y", _c_p), ("y", _c_p),
+        ("grad_x", _c_p), ("stream", _c_p)]),
     "tc_sum_params": _struct("tc_sum_params", [
         ("dtype", _c_int), ("outer", _c_i64), ("reduce", _c_i64), ("inner", _c_i64), ("x", _c_p),
         ("y", _c_p)] + _WS + [("stream", _c_p)]),
@@ -84,6 +90,7 @@ _ENTRY = {"linear": "tc_linear_params", "linear_backward": "tc_linear_backward_p
           "relu_mask": "tc_relu_mask_params", "relu_mask_backward": "tc_relu_mask_backward_params",
           "scale_bias_relu": "tc_scale_bias_relu_params",
           "scale_bias_relu_backward": "tc_scale_bias_relu_backward_params",
+          "softmax": "tc_softmax_params", "softmax_backward": "tc_softmax_backward_params",
           "square": "tc_square_params", "square_backward": "tc_square_backward_params",
           "sum": "tc_sum_params", "sum_backward": "tc_sum_backward_params"}
 _WORKSPACE = {"linear_backward": "tc_linear_backward_workspace_size",
@@ -398,6 +405,37 @@ def scale_bias_relu_backward(grad_y, y, scale, *, grad_x=True, grad_bias=True, s
     _call(op, v["y"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, scale=float(scale), grad_y=v["grad_y"].ptr,
                                           y=v["y"].ptr, grad_x=gxv and gxv.ptr, grad_bias=gbv and gbv.ptr), stream)
     return gx, gb
+
+
+def _softmax(op, x, log, out, stream):
+    v = _check(op, {"x": x})["x"]
+    rows, cols = _rows_cols(op, v, "x")
+    y, yv = _output(op, "out", out, v, v.shape)
+    _call("softmax", v, STRUCTS[_ENTRY["softmax"]](rows=rows, cols=cols, log=int(log), x=v.ptr, y=yv.ptr), stream)
+    return y
+
+
+def softmax(x, *, out=None, stream=None):
+    """softmax over the last dim."""
+    return _softmax("softmax", x, False, out, stream)
+
+
+def log_softmax(x, *, out=None, stream=None):
+    """log_softmax over the last dim."""
+    return _softmax("log_softmax", x, True, out, stream)
+
+
+def softmax_backward(grad_y, y, *, log=False, out=None, stream=None):
+    """grad of softmax (log=False) or log_softmax (log=True) over the last dim, from the output y."""
+    op = "softmax_backward"
+    v = _check(op, {"grad_y": grad_y, "y": y})
+    if v["grad_y"].shape != v["y"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but y has shape {v['y'].shape}")
+    rows, cols = _rows_cols(op, v["y"], "y")
+    gx, gv = _output(op, "out", out, v["y"], v["y"].shape)
+    _call(op, v["y"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, log=int(log), grad_y=v["grad_y"].ptr,
+                                          y=v["y"].ptr, grad_x=gv.ptr), stream)
+    return gx
 
 
 def _linear_dims(op, v):

@@ -18,6 +18,10 @@ TORCH_LIBRARY(tinycuda, m) {
   m.def("scale_bias_relu(Tensor x, Tensor bias, float scale) -> Tensor");
   m.def("scale_bias_relu_backward(Tensor grad_out, Tensor out, float scale, bool[2] output_mask)"
         " -> (Tensor, Tensor)");
+  // softmax
+  m.def("softmax(Tensor x, int dim=-1) -> Tensor");
+  m.def("log_softmax(Tensor x, int dim=-1) -> Tensor");
+  m.def("softmax_backward(Tensor grad_out, Tensor out, int dim, bool log) -> Tensor");
   // square
   m.def("square(Tensor x) -> Tensor");
   m.def("square_backward(Tensor grad_out, Tensor x) -> Tensor");

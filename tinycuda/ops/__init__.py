@@ -9,7 +9,8 @@ _loader.load()
 from .linear import linear  # noqa: E402
 from .relu import relu, relu_backward
 from .scale_bias_relu import scale_bias_relu
+from .softmax import log_softmax, softmax
 from .square import square
 from .sum import sum  # noqa: A004
 
-__all__ = ["linear", "relu", "relu_backward", "scale_bias_relu", "square", "sum"]
+__all__ = ["linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax", "square", "sum"]

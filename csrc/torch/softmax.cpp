@@ -1,0 +1,62 @@
+// softmax, log_softmax, softmax_backward: torch layer. The core works on the
+// last dim; another dim is moved there (a copy) and the result moved back
+// and made contiguous, so outputs are always contiguous.
+#include "../softmax.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+int64_t wrap_dim(const char* op, const at::Tensor& t, int64_t dim) {
+  const int64_t nd = std::max<int64_t>(t.dim(), 1);
+  TC_CHECK(dim >= -nd && dim < nd, op, "dim %lld is out of range for a tensor of %lld dims",
+           (long long)dim, (long long)t.dim());
+  return t.dim() == 0 ? 0 : (dim + nd) % nd;
+}
+
+// `t` with `dim` last, contiguous; a 0-dim tensor is one row of one column.
+at::Tensor last(const at::Tensor& t, int64_t dim) {
+  return (t.dim() == 0 ? t.reshape({1}) : t.movedim(dim, -1)).contiguous();
+}
+
+at::Tensor back(const at::Tensor& t, const at::Tensor& like, int64_t dim) {
+  return like.dim() == 0 ? t.reshape({}) : t.movedim(-1, dim).contiguous();
+}
+
+at::Tensor forward(const char* op, const at::Tensor& x, int64_t dim, int log) {
+  check_args(op, {{"x", x}});
+  const int64_t d = wrap_dim(op, x, dim);
+  const at::Tensor xc = last(x, d);
+  at::Tensor y = empty_contiguous(xc.sizes(), xc);
+  const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
+  call(op, xc, tc_softmax_cpu, tc_softmax_cuda,
+       tc_softmax_params{dtype_of(xc), rows, cols, log, xc.data_ptr(), y.data_ptr(), nullptr});
+  return back(y, x, d);
+}
+
+at::Tensor softmax(const at::Tensor& x, int64_t dim) { return forward("softmax", x, dim, 0); }
+at::Tensor log_softmax(const at::Tensor& x, int64_t dim) { return forward("log_softmax", x, dim, 1); }
+
+at::Tensor softmax_backward(const at::Tensor& grad_out, const at::Tensor& out, int64_t dim, bool log) {
+  const char* op = "softmax_backward";
+  check_args(op, {{"grad_out", grad_out}, {"out", out}});
+  check_same_shape(op, {"grad_out", grad_out}, {"out", out});
+  const int64_t d = wrap_dim(op, out, dim);
+  const at::Tensor gc = last(grad_out, d), yc = last(out, d);
+  at::Tensor gx = empty_contiguous(yc.sizes(), yc);
+  const int64_t cols = yc.size(-1), rows = cols ? yc.numel() / cols : 0;
+  call(op, yc, tc_softmax_backward_cpu, tc_softmax_backward_cuda,
+       tc_softmax_backward_params{dtype_of(yc), rows, cols, log ? 1 : 0, gc.data_ptr(), yc.data_ptr(),
+                                  gx.data_ptr(), nullptr});
+  return back(gx, out, d);
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("softmax", &softmax);
+  m.impl("log_softmax", &log_softmax);
+  m.impl("softmax_backward", &softmax_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)
