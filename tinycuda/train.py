@@ -90,13 +90,13 @@ def _softmax_xent(logits, y):
         rows = np.arange(n)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
+        loss = -np.log(p[rows, y] + 1e-30).mean()
     else:
         import torch
         rows = torch.arange(n, device=logits.device)
         p = (logits - logits.amax(dim=1, keepdim=True)).exp()
         p /= p.sum(dim=1, keepdim=True)
-    loss = -(p[rows, y] + 1e-30).log().mean() if not isinstance(p, np.ndarray) else \
-        -np.log(p[rows, y] + 1e-30).mean()
+        loss = -(p[rows, y] + 1e-30).log().mean()
     correct = (logits.argmax(1) == y).sum()
     p[rows, y] -= 1.0  # softmax - onehot, over the batch mean
     p /= n
