@@ -44,6 +44,7 @@ class OpSpec:
     torch: callable                  # inputs -> output (eager reference)
     cost: callable                   # (shape, mode, itemsize) -> ("GB/s", bytes) or ("TFLOP/s", flops)
     variants: dict = field(default_factory=dict)  # extra tinycuda variants, fwd only (CUDA)
+    liger: callable = None           # inputs -> output through Liger-Kernel (imported lazily), if it has the op
 
 
 def _elementwise_bytes(reads_fwd, reads_bwd):
@@ -145,6 +146,15 @@ class Timer:
         return statistics.median(times)
 
 
+def has_liger():
+    """Liger-Kernel (Triton) is an optional comparison: `pip install liger-kernel`."""
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def measure_peaks(device, timer):
     """The device's own ceilings: copy bandwidth (bytes read + written) and
     matmul rates of torch (cuBLAS on a GPU) in bf16 and fp32."""
@@ -193,13 +203,14 @@ def _runner(fn, inputs, mode):
             with torch.no_grad():
                 return fn(*inputs)
         return run
-    leaves = [t.detach().requires_grad_() for t in inputs]
+    leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
+    wrt = [t for t in leaves if t.requires_grad]
     if mode == "bwd":
         out = fn(*leaves)
         g = torch.randn_like(out)
-        return lambda: torch.autograd.grad(out, leaves, g, retain_graph=True)
+        return lambda: torch.autograd.grad(out, wrt, g, retain_graph=True)
     g = torch.randn_like(fn(*inputs).detach())
-    return lambda: torch.autograd.grad(fn(*leaves), leaves, g)
+    return lambda: torch.autograd.grad(fn(*leaves), wrt, g)
 
 
 def _as_list(out):
@@ -215,11 +226,13 @@ def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
         fns["compile"] = torch.compile(spec.torch, fullgraph=True)
     if mode == "fwd" and device == "cuda" and "variants" in impls:
         fns.update(spec.variants)
+    if spec.liger is not None and device == "cuda" and "liger" in impls and has_liger():
+        fns["liger"] = spec.liger
     unit, amount = spec.cost(shape, mode, inputs[0].element_size())
     tol = _tolerance(dtype, spec)
     rows, ref = [], None
     for name, fn in fns.items():
-        if name not in ("eager", "compile") and name.split("[")[0] not in impls:
+        if name not in ("eager", "compile", "liger") and name.split("[")[0] not in impls:
             continue
         torch.manual_seed(1)  # the same grad_out for every implementation
         run = _runner(fn, inputs, mode)
@@ -241,6 +254,7 @@ def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
     for r in rows:
         r["vs_eager"] = by["eager"] / r["ms"]
         r["vs_compile"] = by["compile"] / r["ms"] if "compile" in by else None
+        r["vs_liger"] = by["liger"] / r["ms"] if "liger" in by else None
     return rows
 
 
@@ -256,12 +270,14 @@ def print_table(rows, device, peaks):
     if device != "cuda":
         title += "\n(CPU figures: no GPU visible; the CPU kernels are single-threaded references)"
     t = Table(title=title)
-    for col in ("op", "mode", "shape", "dtype", "impl", "ms", "rate", "% peak", "vs eager", "vs compile", "extra MiB"):
+    for col in ("op", "mode", "shape", "dtype", "impl", "ms", "rate", "% peak", "vs eager", "vs compile", "vs liger",
+                "extra MiB"):
         t.add_column(col, justify="right" if col not in ("op", "mode", "impl") else "left")
     for r in rows:
         t.add_row(r["op"], r["mode"], "x".join(map(str, r["shape"])), r["dtype"], r["impl"], f"{r['ms']:.4f}",
                   f"{r['rate']:.1f} {r['unit']}", f"{r['pct_peak']:.0f}%", f"{r['vs_eager']:.2f}x",
                   "-" if r["vs_compile"] is None else f"{r['vs_compile']:.2f}x",
+                  "-" if r.get("vs_liger") is None else f"{r['vs_liger']:.2f}x",
                   "-" if r["extra_mb"] is None else f"{r['extra_mb']:.1f}")
     Console(width=200).print(t)
 
@@ -270,12 +286,13 @@ def markdown(rows, device, peaks):
     """The results as a Markdown table (docs/bench/h100.md is this output)."""
     lines = [f"Device: {device_name(device)}; measured peaks: copy {peaks['copy_GBps']:.0f} GB/s, "
              f"matmul bf16 {peaks['matmul_bf16_TFLOPs']:.0f} TFLOP/s, fp32 {peaks['matmul_fp32_TFLOPs']:.1f} TFLOP/s.",
-             "", "| op | mode | shape | dtype | impl | ms | rate | % peak | vs eager | vs compile | extra MiB |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "", "| op | mode | shape | dtype | impl | ms | rate | % peak | vs eager | vs compile | vs liger | extra MiB |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['op']} | {r['mode']} | {'x'.join(map(str, r['shape']))} | {r['dtype']} | {r['impl']} | "
                      f"{r['ms']:.4f} | {r['rate']:.1f} {r['unit']} | {r['pct_peak']:.0f}% | {r['vs_eager']:.2f}x | "
                      f"{'-' if r['vs_compile'] is None else format(r['vs_compile'], '.2f') + 'x'} | "
+                     f"{'-' if r.get('vs_liger') is None else format(r['vs_liger'], '.2f') + 'x'} | "
                      f"{'-' if r['extra_mb'] is None else format(r['extra_mb'], '.1f')} |")
     return "\n".join(lines) + "\n"
 
@@ -307,7 +324,7 @@ def plot(rows, directory, peak_gbps=None):
     if not ops:
         return
     fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6), squeeze=False, sharey=True)
-    colors = {"tinycuda": "tab:red", "compile": "tab:blue", "eager": "tab:gray"}
+    colors = {"tinycuda": "tab:red", "compile": "tab:blue", "eager": "tab:gray", "liger": "tab:green"}
     styles = {"fwd": "-", "bwd": "--", "fwd+bwd": ":"}
     for ax, op in zip(axes[0], ops):
         for (o, mode, impl), pts in series.items():
@@ -353,8 +370,8 @@ def add_arguments(p):
     p.add_argument("--shapes", choices=("small", "large", "all"), default="all")
     p.add_argument("--modes", default=",".join(MODES), help="comma list of fwd,bwd,fwd+bwd")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
-    p.add_argument("--impls", default="tinycuda,eager,compile,variants",
-                   help="comma list of tinycuda,eager,compile,variants")
+    p.add_argument("--impls", default="tinycuda,eager,compile,liger,variants",
+                   help="comma list of tinycuda,eager,compile,liger,variants (liger: when liger_kernel imports)")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions (at least 20)")
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--plot", metavar="DIR")
