@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import check_op, noncontiguous
+from conftest import assert_matches, check_op, noncontiguous, requires_cuda
 
 CASES = [  # (shape, dim)
     ((1, 1), -1), ((7, 1), -1), ((3, 7), -1), ((5, 33), 1), ((4, 1023), -1), ((3, 1025), -1),
@@ -66,3 +66,23 @@ def test_softmax_errors():
         tinycuda.log_softmax(torch.ones(3, dtype=torch.long))
     with pytest.raises(RuntimeError, match=r"tinycuda::softmax_backward: grad_out has shape"):
         torch.ops.tinycuda.softmax_backward(torch.randn(3), torch.randn(4), -1, False)
+
+
+@requires_cuda
+@pytest.mark.parametrize("algo", ["online", "registers"])
+@pytest.mark.parametrize("cols", [8, 1000, 4096, 16384, 32768])
+def test_softmax_variants(dtype, algo, cols):
+    x = 4 * torch.randn(5, cols, device="cuda", dtype=dtype)
+    if algo == "registers" and dtype == torch.float32 and cols > 16384:
+        with pytest.raises(RuntimeError, match="algo 2 \\(registers\\) needs cols a multiple of 4 and at most 16384"):
+            tinycuda.softmax(x, algo=algo)
+        return
+    for ours, ref in ((tinycuda.softmax, torch.softmax), (tinycuda.log_softmax, torch.log_softmax)):
+        assert_matches(ours(x, -1, algo=algo), ref(x, -1), ref(x.double(), -1))
+
+
+def test_softmax_rejects_unknown_algo():
+    with pytest.raises(ValueError, match="tinycuda.softmax: algo must be one of"):
+        tinycuda.softmax(torch.randn(2, 3), algo="fast")
+    with pytest.raises(RuntimeError, match="tinycuda::softmax: algo must be 0"):
+        torch.ops.tinycuda.softmax(torch.randn(2, 3), -1, algo=7)

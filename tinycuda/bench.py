@@ -95,7 +95,9 @@ SPECS = {
                            "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 32768)],
                            "cpu": [(256, 512)]},
         lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
-        lambda x: tinycuda.softmax(x, -1), lambda x: torch.softmax(x, -1), _elementwise_bytes(1, 2)),
+        lambda x: tinycuda.softmax(x, -1), lambda x: torch.softmax(x, -1), _elementwise_bytes(1, 2),
+        variants={f"tinycuda[{a}]": (lambda a: lambda x: tinycuda.softmax(x, -1, algo=a))(a)
+                  for a in ("online", "registers")}),
     "sum": OpSpec("sum", ("fwd",), {"small": [(2**20,)], "large": [(2**28,)],
                                     "all": [(2**16,), (2**20,), (2**24,), (2**28,)], "cpu": [(2**16,), (2**20,)]},
                   lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],

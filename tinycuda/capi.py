@@ -70,7 +70,7 @@ STRUCTS = {
         ("y", _c_p), ("grad_x", _c_p), ("grad_bias", _c_p)] + _WS + [("stream", _c_p)]),
     "tc_softmax_params": _struct("tc_softmax_params", [
         ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("x", _c_p), ("y", _c_p),
-        ("stream", _c_p)]),
+        ("algo", _c_int), ("stream", _c_p)]),
     "tc_softmax_backward_params": _struct("tc_softmax_backward_params", [
         ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("grad_y", _c_p), ("y", _c_p),
         ("grad_x", _c_p), ("stream", _c_p)]),

@@ -1,22 +1,64 @@
 // softmax / log_softmax over the last dim of [rows, cols], and their backward.
 //
-// Rows of up to 1024 columns get one warp each (8 rows per 256-thread block,
-// shuffles only); longer rows get a whole block. Forward: one online pass per
-// row for (max, sum) -- each thread keeps its own pair, pairs merge through
-// shuffles (and shared memory across warps) -- then one pass writing y: the
-// row is read twice (the second time mostly from L2), y written once.
-// Backward: one pass for sum(grad_y * y) (or sum(grad_y)), one to write.
-// Loads are scalar and coalesced; 16-byte vectors and a register-resident
-// row for short rows are the next steps toward the LLM issue's bandwidth
-// targets, not taken yet.
+// Bytes: the forward must read x and write y (2 * rows * cols * itemsize), the
+// backward read grad_y and y and write grad_x (3x). Both are memory-bound
+// (~10 FLOPs an element), so the goal is copy bandwidth: 3.0 TB/s on an H100.
+//
+// Two kernels a direction, chosen by the launcher (or tc_softmax_algo):
+//  REGISTERS  the row lives in registers: WIDTH threads a row (32..1024, the
+//             fewest that hold it in 4 16-byte vectors a thread), 256 / WIDTH
+//             rows a block. Each thread issues its 4 loads before using any,
+//             and at most 64 registers keep 1024 threads an SM resident: 64 KB
+//             in flight an SM, ~3x what Little's law asks at 3 TB/s and ~1 us
+//             of latency. max, then sum(exp(x - m)) from registers, then y: x is
+//             read from memory once. Covers cols <= 4096 vectors (32768 bf16,
+//             16384 fp32) when cols is a multiple of the vector width.
+//  ONLINE     scalar loads, a warp a row up to 1024 columns, a block beyond:
+//             one online pass for (max, sum) (softmax_math.h), one writing y.
+//             x is read twice (the second time mostly from L2). The fallback
+//             for odd widths, misaligned pointers and rows too long for
+//             registers; also the baseline the REGISTERS variant is measured
+//             against (docs/BENCHMARKS.md).
+// NaN / inf: max uses fmax (which skips NaN), but a NaN or +inf then makes
+// sum(exp(x - m)) NaN, and an all -inf row makes x - m NaN: such rows come
+// out NaN, as in torch, without a special case.
 #include "../softmax.h"
 #include "../softmax_math.h"
 #include "reduce.cuh"
 
 namespace {
 
+constexpr int kVecsPerThread = 4;  // 4 x 16 B: 32 bf16 or 16 fp32 values a thread
+constexpr int kMaxWidth = 1024;
+
 // ---------------------------------------------------------------------------
-// reductions over the threads of one row
+// reductions over the WIDTH threads of one row (a block may hold several rows)
+
+template <int WIDTH, class A, class Op>
+__device__ __forceinline__ A row_reduce(A v, Op op, A* scratch /* [32] */) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (WIDTH > 32) {
+    constexpr int kWarps = WIDTH / 32;
+    const int warp = threadIdx.x / 32, first = warp / kWarps * kWarps;
+    __syncthreads();  // scratch may still be read by the previous reduction
+    if (threadIdx.x % 32 == 0) scratch[warp] = v;
+    __syncthreads();
+    v = scratch[first];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = op(v, scratch[first + w]);
+  }
+  return v;
+}
+
+struct Max {
+  template <class A>
+  __device__ A operator()(A a, A b) const { return fmax(a, b); }
+};
+struct Add {
+  template <class A>
+  __device__ A operator()(A a, A b) const { return a + b; }
+};
 
 template <int WIDTH, class A>
 __device__ __forceinline__ void merge_row(A& m, A& s, A* sm, A* ss) {
@@ -35,25 +77,119 @@ __device__ __forceinline__ void merge_row(A& m, A& s, A* sm, A* ss) {
   }
 }
 
-template <int WIDTH, class A>
-__device__ __forceinline__ A sum_row(A v, A* scratch) {
-  v = warp_sum(v);
-  if constexpr (WIDTH > 32) {
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = 0;
-    for (int w = 0; w < WIDTH / 32; ++w) v += scratch[w];
+// ---------------------------------------------------------------------------
+// REGISTERS kernels: WIDTH threads a row, max(256, WIDTH) threads a block
+
+template <int WIDTH>
+constexpr int block_of() { return WIDTH > 256 ? WIDTH : 256; }
+
+// The row's vectors this thread holds: j = lane + k * WIDTH, k < kVecsPerThread.
+// Rows past the end (`live` false) hold nothing but still reach the barriers.
+template <class T, int WIDTH>
+struct RowSlice {
+  Vec<T> v[kVecsPerThread];
+  bool has[kVecsPerThread];
+
+  __device__ __forceinline__ void load(const T* row, int64_t nvec, int lane, bool live) {
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int64_t j = lane + int64_t(k) * WIDTH;
+      has[k] = live && j < nvec;
+      if (has[k]) v[k] = load_vec(row + j * Vec<T>::size);
+    }
   }
-  return v;
+};
+
+template <class T, int WIDTH>
+__global__ void __launch_bounds__(block_of<WIDTH>(), 1024 / block_of<WIDTH>())
+softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int log) {
+  using A = acc_t<T>;
+  constexpr int N = Vec<T>::size, kRowsPerBlock = block_of<WIDTH>() / WIDTH;
+  __shared__ A scratch[32];
+  const int lane = threadIdx.x % WIDTH;
+  const int64_t nvec = cols / N;
+  for (int64_t first = blockIdx.x * int64_t(kRowsPerBlock); first < rows;
+       first += int64_t(gridDim.x) * kRowsPerBlock) {
+    const int64_t r = first + threadIdx.x / WIDTH;
+    RowSlice<T, WIDTH> in;
+    in.load(x + r * cols, nvec, lane, r < rows);
+    A m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      if (in.has[k])
+#pragma unroll
+        for (int i = 0; i < N; ++i) m = fmax(m, A(to_acc(in.v[k].v[i])));
+    m = row_reduce<WIDTH>(m, Max{}, scratch);
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      if (in.has[k])
+#pragma unroll
+        for (int i = 0; i < N; ++i) s += ::exp(A(to_acc(in.v[k].v[i])) - m);
+    s = row_reduce<WIDTH>(s, Add{}, scratch);
+    // exp is computed again rather than kept: keeping 32 floats instead of 16
+    // packed registers would cap a 1024-thread block's rows at 64 registers.
+    const A log_s = ::log(s), inv_s = A(1) / s;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      if (!in.has[k]) continue;
+      Vec<T> out;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const A v = A(to_acc(in.v[k].v[i])) - m;
+        out.v[i] = from_acc<T>(log ? v - log_s : ::exp(v) * inv_s);
+      }
+      store_vec(y + r * cols + (lane + int64_t(k) * WIDTH) * N, out);
+    }
+  }
+}
+
+// Two rows' slices (grad_y and y) a thread: half the threads of the forward
+// keep as many bytes in flight, so 128 registers (512 threads an SM) rather
+// than 64, which spilled ~90 bytes a thread in bf16. 1024-wide rows keep 64.
+template <class T, int WIDTH>
+__global__ void __launch_bounds__(block_of<WIDTH>(), block_of<WIDTH>() >= 1024 ? 1 : 512 / block_of<WIDTH>())
+softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ gx,
+                                  int64_t rows, int64_t cols, int log) {
+  using A = acc_t<T>;
+  constexpr int N = Vec<T>::size, kRowsPerBlock = block_of<WIDTH>() / WIDTH;
+  __shared__ A scratch[32];
+  const int lane = threadIdx.x % WIDTH;
+  const int64_t nvec = cols / N;
+  for (int64_t first = blockIdx.x * int64_t(kRowsPerBlock); first < rows;
+       first += int64_t(gridDim.x) * kRowsPerBlock) {
+    const int64_t r = first + threadIdx.x / WIDTH;
+    RowSlice<T, WIDTH> gs, ys;
+    gs.load(g + r * cols, nvec, lane, r < rows);
+    ys.load(y + r * cols, nvec, lane, r < rows);
+    A dot = 0;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      if (gs.has[k])
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+          dot += log ? A(to_acc(gs.v[k].v[i])) : A(to_acc(gs.v[k].v[i])) * A(to_acc(ys.v[k].v[i]));
+    dot = row_reduce<WIDTH>(dot, Add{}, scratch);
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      if (!gs.has[k]) continue;
+      Vec<T> out;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const A gv = to_acc(gs.v[k].v[i]), yv = to_acc(ys.v[k].v[i]);
+        out.v[i] = from_acc<T>(log ? gv - ::exp(yv) * dot : yv * (gv - dot));
+      }
+      store_vec(gx + r * cols + (lane + int64_t(k) * WIDTH) * N, out);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
-// kernels: WIDTH threads per row (32 or 256), 256 / WIDTH rows per block
+// ONLINE kernels: WIDTH threads a row (32 or 256), 256 / WIDTH rows a block
 
 template <class T, int WIDTH>
 __global__ void __launch_bounds__(256)
-softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int log) {
+softmax_online_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
   __shared__ A sm[8], ss[8];
   constexpr int kRowsPerBlock = 256 / WIDTH;
@@ -77,10 +213,10 @@ softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t
 
 template <class T, int WIDTH>
 __global__ void __launch_bounds__(256)
-softmax_backward_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ gx,
-                        int64_t rows, int64_t cols, int log) {
+softmax_backward_online_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ gx,
+                               int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
-  __shared__ A scratch[8];
+  __shared__ A scratch[32];
   constexpr int kRowsPerBlock = 256 / WIDTH;
   const int lane = threadIdx.x % WIDTH;
   for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / WIDTH; r < rows;
@@ -90,7 +226,7 @@ softmax_backward_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __r
     A dot = 0;
     for (int64_t c = lane; c < cols; c += WIDTH)
       dot += log ? A(to_acc(gr[c])) : A(to_acc(gr[c])) * A(to_acc(yr[c]));
-    dot = sum_row<WIDTH>(dot, scratch);
+    dot = row_reduce<WIDTH>(dot, Add{}, scratch);
     T* gxr = gx + r * cols;
     for (int64_t c = lane; c < cols; c += WIDTH) {
       const A gv = to_acc(gr[c]), yv = to_acc(yr[c]);
@@ -99,15 +235,38 @@ softmax_backward_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __r
   }
 }
 
+// ---------------------------------------------------------------------------
+// kernel choice
+
+template <class T>
+bool fits_registers(int64_t cols, const void* a, const void* b, const void* c = nullptr) {
+  constexpr int N = Vec<T>::size;
+  return cols % N == 0 && cols <= int64_t(kMaxWidth) * kVecsPerThread * N && aligned16(a) &&
+         aligned16(b) && (!c || aligned16(c));
+}
+
+// Calls launch(width_constant, grid, block) with the fewest threads a row that
+// hold it in registers.
+template <class T, class Launch>
+void by_register_width(int64_t rows, int64_t cols, Launch launch) {
+  const int64_t per_thread = int64_t(kVecsPerThread) * Vec<T>::size;
+  auto go = [&](auto width) {
+    constexpr int W = decltype(width)::value, B = block_of<W>();
+    launch(width, grid_1d(rows, B / W), B);
+  };
+  if (cols <= 32 * per_thread) go(std::integral_constant<int, 32>{});
+  else if (cols <= 64 * per_thread) go(std::integral_constant<int, 64>{});
+  else if (cols <= 128 * per_thread) go(std::integral_constant<int, 128>{});
+  else if (cols <= 256 * per_thread) go(std::integral_constant<int, 256>{});
+  else if (cols <= 512 * per_thread) go(std::integral_constant<int, 512>{});
+  else go(std::integral_constant<int, 1024>{});
+}
+
 // Rows up to 1024 columns: a warp each; longer: a block each.
 template <class Launch>
-tc_status by_row_length(int64_t rows, int64_t cols, Launch launch) {
-  if (cols <= 1024) {
-    launch(std::integral_constant<int, 32>{}, grid_1d(rows, 8));
-  } else {
-    launch(std::integral_constant<int, 256>{}, grid_1d(rows, 1));
-  }
-  return TC_OK;
+void by_online_width(int64_t rows, int64_t cols, Launch launch) {
+  if (cols <= 1024) launch(std::integral_constant<int, 32>{}, grid_1d(rows, 8));
+  else launch(std::integral_constant<int, 256>{}, grid_1d(rows, 1));
 }
 
 }  // namespace
@@ -118,14 +277,31 @@ tc_status by_row_length(int64_t rows, int64_t cols, Launch launch) {
 tc_status tc_softmax_cuda(const tc_softmax_params* p) {
   TC_REQUIRE(p, "softmax: params is NULL");
   TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "softmax: negative size");
+  TC_REQUIRE(p->algo >= TC_SOFTMAX_AUTO && p->algo <= TC_SOFTMAX_REGISTERS,
+             "softmax: algo must be 0 (auto), 1 (online) or 2 (registers), got %d", int(p->algo));
   if (p->rows * p->cols == 0) return TC_OK;
   TC_REQUIRE(p->x && p->y, "softmax: x or y is NULL");
   return dispatch_cuda(p->dtype, "softmax", [&](auto tag) -> tc_status {
     using T = decltype(tag);
-    by_row_length(p->rows, p->cols, [&](auto width, unsigned grid) {
-      softmax_kernel<T, decltype(width)::value><<<grid, 256, 0, as_stream(p->stream)>>>(
-          static_cast<const T*>(p->x), static_cast<T*>(p->y), p->rows, p->cols, p->log);
-    });
+    const T* x = static_cast<const T*>(p->x);
+    T* y = static_cast<T*>(p->y);
+    cudaStream_t stream = as_stream(p->stream);
+    const bool regs = fits_registers<T>(p->cols, x, y);
+    TC_REQUIRE(regs || p->algo != TC_SOFTMAX_REGISTERS,
+               "softmax: algo 2 (registers) needs cols a multiple of %d and at most %lld, and 16-byte "
+               "aligned x and y; got cols %lld",
+               Vec<T>::size, (long long)kMaxWidth * kVecsPerThread * Vec<T>::size, (long long)p->cols);
+    if (regs && p->algo != TC_SOFTMAX_ONLINE) {
+      by_register_width<T>(p->rows, p->cols, [&](auto width, unsigned grid, int block) {
+        softmax_registers_kernel<T, decltype(width)::value><<<grid, block, 0, stream>>>(
+            x, y, p->rows, p->cols, p->log);
+      });
+    } else {
+      by_online_width(p->rows, p->cols, [&](auto width, unsigned grid) {
+        softmax_online_kernel<T, decltype(width)::value><<<grid, 256, 0, stream>>>(
+            x, y, p->rows, p->cols, p->log);
+      });
+    }
     return check_launch("softmax");
   });
 }
@@ -138,11 +314,21 @@ tc_status tc_softmax_backward_cuda(const tc_softmax_backward_params* p) {
   TC_REQUIRE(p->grad_y && p->y && p->grad_x, "%s: a pointer is NULL", op);
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
-    by_row_length(p->rows, p->cols, [&](auto width, unsigned grid) {
-      softmax_backward_kernel<T, decltype(width)::value><<<grid, 256, 0, as_stream(p->stream)>>>(
-          static_cast<const T*>(p->grad_y), static_cast<const T*>(p->y), static_cast<T*>(p->grad_x),
-          p->rows, p->cols, p->log);
-    });
+    const T* g = static_cast<const T*>(p->grad_y);
+    const T* y = static_cast<const T*>(p->y);
+    T* gx = static_cast<T*>(p->grad_x);
+    cudaStream_t stream = as_stream(p->stream);
+    if (fits_registers<T>(p->cols, g, y, gx)) {
+      by_register_width<T>(p->rows, p->cols, [&](auto width, unsigned grid, int block) {
+        softmax_backward_registers_kernel<T, decltype(width)::value><<<grid, block, 0, stream>>>(
+            g, y, gx, p->rows, p->cols, p->log);
+      });
+    } else {
+      by_online_width(p->rows, p->cols, [&](auto width, unsigned grid) {
+        softmax_backward_online_kernel<T, decltype(width)::value><<<grid, 256, 0, stream>>>(
+            g, y, gx, p->rows, p->cols, p->log);
+      });
+    }
     return check_launch(op);
   });
 }

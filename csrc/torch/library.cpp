@@ -19,8 +19,8 @@ TORCH_LIBRARY(tinycuda, m) {
   m.def("scale_bias_relu_backward(Tensor grad_out, Tensor out, float scale, bool[2] output_mask)"
         " -> (Tensor, Tensor)");
   // softmax
-  m.def("softmax(Tensor x, int dim=-1) -> Tensor");
-  m.def("log_softmax(Tensor x, int dim=-1) -> Tensor");
+  m.def("softmax(Tensor x, int dim=-1, *, int algo=0) -> Tensor");
+  m.def("log_softmax(Tensor x, int dim=-1, *, int algo=0) -> Tensor");
   m.def("softmax_backward(Tensor grad_out, Tensor out, int dim, bool log) -> Tensor");
   // square
   m.def("square(Tensor x) -> Tensor");

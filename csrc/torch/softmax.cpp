@@ -23,19 +23,24 @@ at::Tensor back(const at::Tensor& t, const at::Tensor& like, int64_t dim) {
   return like.dim() == 0 ? t.reshape({}) : t.movedim(-1, dim).contiguous();
 }
 
-at::Tensor forward(const char* op, const at::Tensor& x, int64_t dim, int log) {
+at::Tensor forward(const char* op, const at::Tensor& x, int64_t dim, int log, int64_t algo) {
   check_args(op, {{"x", x}});
+  TC_CHECK(algo >= TC_SOFTMAX_AUTO && algo <= TC_SOFTMAX_REGISTERS, op,
+           "algo must be 0 (auto), 1 (online) or 2 (registers), got %lld", (long long)algo);
   const int64_t d = wrap_dim(op, x, dim);
   const at::Tensor xc = last(x, d);
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
   call(op, xc, tc_softmax_cpu, tc_softmax_cuda,
-       tc_softmax_params{dtype_of(xc), rows, cols, log, xc.data_ptr(), y.data_ptr(), nullptr});
+       tc_softmax_params{dtype_of(xc), rows, cols, log, xc.data_ptr(), y.data_ptr(),
+                                         tc_softmax_algo(algo), nullptr});
   return back(y, x, d);
 }
 
-at::Tensor softmax(const at::Tensor& x, int64_t dim) { return forward("softmax", x, dim, 0); }
-at::Tensor log_softmax(const at::Tensor& x, int64_t dim) { return forward("log_softmax", x, dim, 1); }
+at::Tensor softmax(const at::Tensor& x, int64_t dim, int64_t algo) { return forward("softmax", x, dim, 0, algo); }
+at::Tensor log_softmax(const at::Tensor& x, int64_t dim, int64_t algo) {
+  return forward("log_softmax", x, dim, 1, algo);
+}
 
 at::Tensor softmax_backward(const at::Tensor& grad_out, const at::Tensor& out, int64_t dim, bool log) {
   const char* op = "softmax_backward";

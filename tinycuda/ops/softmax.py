@@ -2,15 +2,25 @@
 the backward of both is the tinycuda::softmax_backward op, fed the output."""
 import torch
 
-
-def softmax(x, dim=-1):
-    """exp(x - max) / sum(exp(x - max)) along `dim`, statistics in float32."""
-    return torch.ops.tinycuda.softmax(x, dim)
+ALGOS = {"auto": 0, "online": 1, "registers": 2}
 
 
-def log_softmax(x, dim=-1):
-    """x - max - log(sum(exp(x - max))) along `dim`."""
-    return torch.ops.tinycuda.log_softmax(x, dim)
+def _algo(op, algo):
+    if algo not in ALGOS:
+        raise ValueError(f"tinycuda.{op}: algo must be one of {sorted(ALGOS)}, got {algo!r}")
+    return ALGOS[algo]
+
+
+def softmax(x, dim=-1, *, algo="auto"):
+    """exp(x - max) / sum(exp(x - max)) along `dim`, statistics in float32.
+    `algo` picks the CUDA forward kernel (online: scalar, x read twice;
+    registers: 16-byte loads, x read once; auto: registers where it applies)."""
+    return torch.ops.tinycuda.softmax(x, dim, algo=_algo("softmax", algo))
+
+
+def log_softmax(x, dim=-1, *, algo="auto"):
+    """x - max - log(sum(exp(x - max))) along `dim`; `algo` as in softmax."""
+    return torch.ops.tinycuda.log_softmax(x, dim, algo=_algo("log_softmax", algo))
 
 
 def _check_dim(op, x, dim):
@@ -19,13 +29,13 @@ def _check_dim(op, x, dim):
 
 
 @torch.library.register_fake("tinycuda::softmax")
-def _softmax_fake(x, dim=-1):
+def _softmax_fake(x, dim=-1, *, algo=0):
     _check_dim("softmax", x, dim)
     return x.new_empty(x.shape)
 
 
 @torch.library.register_fake("tinycuda::log_softmax")
-def _log_softmax_fake(x, dim=-1):
+def _log_softmax_fake(x, dim=-1, *, algo=0):
     _check_dim("log_softmax", x, dim)
     return x.new_empty(x.shape)
 
@@ -37,7 +47,7 @@ def _softmax_backward_fake(grad_out, out, dim, log):
     return out.new_empty(out.shape)
 
 
-def _setup(ctx, inputs, output):
+def _setup(ctx, inputs, keyword_only_inputs, output):
     ctx.save_for_backward(output)
     ctx.dim = inputs[1] if len(inputs) > 1 else -1
 
