@@ -5,14 +5,15 @@
 // (~10 FLOPs an element), so the goal is copy bandwidth: 3.0 TB/s on an H100.
 //
 // Two kernels a direction, chosen by the launcher (or tc_softmax_algo):
-//  REGISTERS  the row lives in registers: WIDTH threads a row (32..1024, the
-//             fewest that hold it in 4 16-byte vectors a thread), 256 / WIDTH
-//             rows a block. Each thread issues its 4 loads before using any,
-//             and at most 64 registers keep 1024 threads an SM resident: 64 KB
-//             in flight an SM, ~3x what Little's law asks at 3 TB/s and ~1 us
-//             of latency. max, then sum(exp(x - m)) from registers, then y: x is
-//             read from memory once. Covers cols <= 4096 vectors (32768 bf16,
-//             16384 fp32) when cols is a multiple of the vector width.
+//  REGISTERS  the row lives in registers: WIDTH threads a row (32..256, the
+//             fewest that hold it in 4 16-byte vectors a thread; 512 threads of
+//             8 vectors beyond), 256 / WIDTH rows a block. Each thread issues
+//             its loads before using any, and at most 64 registers keep 1024
+//             threads an SM resident: 64 KB in flight an SM, ~3x what Little's
+//             law asks at 3 TB/s and ~1 us of latency. max, then
+//             sum(exp(x - m)) from registers, then y: x is read from memory
+//             once. Covers cols <= 4096 vectors (32768 bf16, 16384 fp32) when
+//             cols is a multiple of the vector width.
 //  ONLINE     scalar loads, a warp a row up to 1024 columns, a block beyond:
 //             one online pass for (max, sum) (softmax_math.h), one writing y.
 //             x is read twice (the second time mostly from L2). The fallback
@@ -28,8 +29,7 @@
 
 namespace {
 
-constexpr int kVecsPerThread = 4;  // 4 x 16 B: 32 bf16 or 16 fp32 values a thread
-constexpr int kMaxWidth = 1024;
+constexpr int kMaxRegisterCols = 4096;  // in 16-byte vectors: 32768 bf16, 16384 fp32
 
 // ---------------------------------------------------------------------------
 // reductions over the WIDTH threads of one row (a block may hold several rows)
@@ -81,57 +81,71 @@ __device__ __forceinline__ void merge_row(A& m, A& s, A* sm, A* ss) {
 // REGISTERS kernels: WIDTH threads a row, max(256, WIDTH) threads a block
 
 template <int WIDTH>
-constexpr int block_of() { return WIDTH > 256 ? WIDTH : 256; }
+constexpr int kBlockOf = WIDTH > 256 ? WIDTH : 256;
 
-// The row's vectors this thread holds: j = lane + k * WIDTH, k < kVecsPerThread.
+// The row's vectors this thread holds: j = lane + k * WIDTH, k < VECS.
 // Rows past the end (`live` false) hold nothing but still reach the barriers.
-template <class T, int WIDTH>
+template <class T, int WIDTH, int VECS>
 struct RowSlice {
-  Vec<T> v[kVecsPerThread];
-  bool has[kVecsPerThread];
+  Vec<T> v[VECS];
+  bool has[VECS];
 
   __device__ __forceinline__ void load(const T* row, int64_t nvec, int lane, bool live) {
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
+    for (int k = 0; k < VECS; ++k) {
       const int64_t j = lane + int64_t(k) * WIDTH;
       has[k] = live && j < nvec;
       if (has[k]) v[k] = load_vec(row + j * Vec<T>::size);
     }
   }
+
+  // Hides the values from the optimizer between passes, so that it converts
+  // them again instead of keeping the float copies of the previous pass
+  // alive: bf16 at 512 x 8 spilled 70 bytes a thread without this.
+  __device__ __forceinline__ void reconvert_later() {
+#pragma unroll
+    for (int k = 0; k < VECS; ++k) {
+      uint32_t* w = reinterpret_cast<uint32_t*>(&v[k]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(w[i]));
+    }
+  }
 };
 
-template <class T, int WIDTH>
-__global__ void __launch_bounds__(block_of<WIDTH>(), 1024 / block_of<WIDTH>())
+template <class T, int WIDTH, int VECS>
+__global__ void __launch_bounds__(kBlockOf<WIDTH>, 1024 / kBlockOf<WIDTH>)
 softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
-  constexpr int N = Vec<T>::size, kRowsPerBlock = block_of<WIDTH>() / WIDTH;
+  constexpr int N = Vec<T>::size, kRowsPerBlock = kBlockOf<WIDTH> / WIDTH;
   __shared__ A scratch[32];
   const int lane = threadIdx.x % WIDTH;
   const int64_t nvec = cols / N;
   for (int64_t first = blockIdx.x * int64_t(kRowsPerBlock); first < rows;
        first += int64_t(gridDim.x) * kRowsPerBlock) {
     const int64_t r = first + threadIdx.x / WIDTH;
-    RowSlice<T, WIDTH> in;
+    RowSlice<T, WIDTH, VECS> in;
     in.load(x + r * cols, nvec, lane, r < rows);
     A m = -INFINITY;
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k)
+    for (int k = 0; k < VECS; ++k)
       if (in.has[k])
 #pragma unroll
         for (int i = 0; i < N; ++i) m = fmax(m, A(to_acc(in.v[k].v[i])));
     m = row_reduce<WIDTH>(m, Max{}, scratch);
+    in.reconvert_later();
     A s = 0;
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k)
+    for (int k = 0; k < VECS; ++k)
       if (in.has[k])
 #pragma unroll
         for (int i = 0; i < N; ++i) s += ::exp(A(to_acc(in.v[k].v[i])) - m);
     s = row_reduce<WIDTH>(s, Add{}, scratch);
-    // exp is computed again rather than kept: keeping 32 floats instead of 16
-    // packed registers would cap a 1024-thread block's rows at 64 registers.
+    // exp is computed again rather than kept: 32 floats a thread instead of 16
+    // packed registers would not fit the 64-register budget.
+    in.reconvert_later();
     const A log_s = ::log(s), inv_s = A(1) / s;
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
+    for (int k = 0; k < VECS; ++k) {
       if (!in.has[k]) continue;
       Vec<T> out;
 #pragma unroll
@@ -146,32 +160,34 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
 
 // Two rows' slices (grad_y and y) a thread: half the threads of the forward
 // keep as many bytes in flight, so 128 registers (512 threads an SM) rather
-// than 64, which spilled ~90 bytes a thread in bf16. 1024-wide rows keep 64.
-template <class T, int WIDTH>
-__global__ void __launch_bounds__(block_of<WIDTH>(), block_of<WIDTH>() >= 1024 ? 1 : 512 / block_of<WIDTH>())
+// than 64, which spilled ~90 bytes a thread in bf16.
+template <class T, int WIDTH, int VECS>
+__global__ void __launch_bounds__(kBlockOf<WIDTH>, 512 / kBlockOf<WIDTH>)
 softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ gx,
                                   int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
-  constexpr int N = Vec<T>::size, kRowsPerBlock = block_of<WIDTH>() / WIDTH;
+  constexpr int N = Vec<T>::size, kRowsPerBlock = kBlockOf<WIDTH> / WIDTH;
   __shared__ A scratch[32];
   const int lane = threadIdx.x % WIDTH;
   const int64_t nvec = cols / N;
   for (int64_t first = blockIdx.x * int64_t(kRowsPerBlock); first < rows;
        first += int64_t(gridDim.x) * kRowsPerBlock) {
     const int64_t r = first + threadIdx.x / WIDTH;
-    RowSlice<T, WIDTH> gs, ys;
+    RowSlice<T, WIDTH, VECS> gs, ys;
     gs.load(g + r * cols, nvec, lane, r < rows);
     ys.load(y + r * cols, nvec, lane, r < rows);
     A dot = 0;
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k)
+    for (int k = 0; k < VECS; ++k)
       if (gs.has[k])
 #pragma unroll
         for (int i = 0; i < N; ++i)
           dot += log ? A(to_acc(gs.v[k].v[i])) : A(to_acc(gs.v[k].v[i])) * A(to_acc(ys.v[k].v[i]));
     dot = row_reduce<WIDTH>(dot, Add{}, scratch);
+    gs.reconvert_later();
+    ys.reconvert_later();
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
+    for (int k = 0; k < VECS; ++k) {
       if (!gs.has[k]) continue;
       Vec<T> out;
 #pragma unroll
@@ -241,25 +257,29 @@ softmax_backward_online_kernel(const T* __restrict__ g, const T* __restrict__ y,
 template <class T>
 bool fits_registers(int64_t cols, const void* a, const void* b, const void* c = nullptr) {
   constexpr int N = Vec<T>::size;
-  return cols % N == 0 && cols <= int64_t(kMaxWidth) * kVecsPerThread * N && aligned16(a) &&
-         aligned16(b) && (!c || aligned16(c));
+  // double stops at 256 x 4 vectors: 512 x 8 of them spill ~350 bytes a thread.
+  const int64_t max_vecs = sizeof(T) == 8 ? 256 * 4 : kMaxRegisterCols;
+  return cols % N == 0 && cols / N <= max_vecs && aligned16(a) && aligned16(b) && (!c || aligned16(c));
 }
 
-// Calls launch(width_constant, grid, block) with the fewest threads a row that
-// hold it in registers.
+// Calls launch(width, vecs, grid, block) (width and vecs compile-time
+// constants) with the fewest threads a row that hold it in 4 vectors each, up
+// to 256 threads; longer rows get 512 threads of 8 vectors. (1024 threads of 4
+// fill the register file with one block, which then idles through its own
+// reductions: 2.36 TB/s at 8192 x 32768 bf16; 2 blocks of 512 overlap them.)
 template <class T, class Launch>
 void by_register_width(int64_t rows, int64_t cols, Launch launch) {
-  const int64_t per_thread = int64_t(kVecsPerThread) * Vec<T>::size;
-  auto go = [&](auto width) {
-    constexpr int W = decltype(width)::value, B = block_of<W>();
-    launch(width, grid_1d(rows, B / W), B);
+  const int64_t nvec = cols / Vec<T>::size;
+  auto go = [&](auto width, auto vecs) {
+    constexpr int W = decltype(width)::value, B = kBlockOf<W>;
+    launch(width, vecs, grid_1d(rows, B / W), B);
   };
-  if (cols <= 32 * per_thread) go(std::integral_constant<int, 32>{});
-  else if (cols <= 64 * per_thread) go(std::integral_constant<int, 64>{});
-  else if (cols <= 128 * per_thread) go(std::integral_constant<int, 128>{});
-  else if (cols <= 256 * per_thread) go(std::integral_constant<int, 256>{});
-  else if (cols <= 512 * per_thread) go(std::integral_constant<int, 512>{});
-  else go(std::integral_constant<int, 1024>{});
+  using Four = std::integral_constant<int, 4>;
+  if (nvec <= 32 * 4) go(std::integral_constant<int, 32>{}, Four{});
+  else if (nvec <= 64 * 4) go(std::integral_constant<int, 64>{}, Four{});
+  else if (nvec <= 128 * 4) go(std::integral_constant<int, 128>{}, Four{});
+  else if (nvec <= 256 * 4) go(std::integral_constant<int, 256>{}, Four{});
+  else go(std::integral_constant<int, 512>{}, std::integral_constant<int, 8>{});
 }
 
 // Rows up to 1024 columns: a warp each; longer: a block each.
@@ -290,10 +310,11 @@ tc_status tc_softmax_cuda(const tc_softmax_params* p) {
     TC_REQUIRE(regs || p->algo != TC_SOFTMAX_REGISTERS,
                "softmax: algo 2 (registers) needs cols a multiple of %d and at most %lld, and 16-byte "
                "aligned x and y; got cols %lld",
-               Vec<T>::size, (long long)kMaxWidth * kVecsPerThread * Vec<T>::size, (long long)p->cols);
+               Vec<T>::size, (long long)(sizeof(T) == 8 ? 256 * 4 : kMaxRegisterCols) * Vec<T>::size,
+               (long long)p->cols);
     if (regs && p->algo != TC_SOFTMAX_ONLINE) {
-      by_register_width<T>(p->rows, p->cols, [&](auto width, unsigned grid, int block) {
-        softmax_registers_kernel<T, decltype(width)::value><<<grid, block, 0, stream>>>(
+      by_register_width<T>(p->rows, p->cols, [&](auto width, auto vecs, unsigned grid, int block) {
+        softmax_registers_kernel<T, decltype(width)::value, decltype(vecs)::value><<<grid, block, 0, stream>>>(
             x, y, p->rows, p->cols, p->log);
       });
     } else {
@@ -319,8 +340,9 @@ tc_status tc_softmax_backward_cuda(const tc_softmax_backward_params* p) {
     T* gx = static_cast<T*>(p->grad_x);
     cudaStream_t stream = as_stream(p->stream);
     if (fits_registers<T>(p->cols, g, y, gx)) {
-      by_register_width<T>(p->rows, p->cols, [&](auto width, unsigned grid, int block) {
-        softmax_backward_registers_kernel<T, decltype(width)::value><<<grid, block, 0, stream>>>(
+      by_register_width<T>(p->rows, p->cols, [&](auto width, auto vecs, unsigned grid, int block) {
+        softmax_backward_registers_kernel<T, decltype(width)::value, decltype(vecs)::value>
+            <<<grid, block, 0, stream>>>(
             g, y, gx, p->rows, p->cols, p->log);
       });
     } else {
