@@ -20,9 +20,10 @@ test: install
 # On a GPU machine: the same suite (CUDA tests run when a GPU is visible),
 # then compute-sanitizer: memcheck over every CUDA test but the >2^31-element
 # and torch.compile ones; racecheck (slow) over the kernels that share memory
-# (sum, scale_bias_relu, the tiled GEMMs) in float32.
+# (sum, scale_bias_relu, the tiled GEMMs, the row reductions of softmax, the
+# norms and cross-entropy) in float32 and bfloat16.
 MEMCHECK_TESTS = -k "cuda and not large and not compile"
-RACECHECK_TESTS = -k "cuda and float32 and (sum or scale_bias_relu or variants) and not opcheck"
+RACECHECK_TESTS = -k "cuda and (float32 or bfloat16) and (sum or scale_bias_relu or variants or softmax or layer_norm or rms_norm or cross_entropy) and not opcheck and not compile and not large"
 SANITIZE = compute-sanitizer --error-exitcode 1
 sanitize: install
 	$(SANITIZE) --tool memcheck $(PY) -m pytest tests $(MEMCHECK_TESTS) -p no:cacheprovider -q -x
