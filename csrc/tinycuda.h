@@ -28,6 +28,8 @@
 #define TINYCUDA_H
 
 #include "common.h"
+#include "gelu.h"
+#include "glu.h"
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"

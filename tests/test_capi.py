@@ -49,6 +49,7 @@ def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
         _same(capi.softmax_backward(x, sm, log=log), torch.ops.tinycuda.softmax_backward(t(x), t(sm), -1, log))
     _same(capi.square(x), torch.ops.tinycuda.square(t(x)))
     _same(capi.square_backward(x, x), torch.ops.tinycuda.square_backward(t(x), t(x)))
+    _check_activations(x, x[::-1].copy(), gy=x[:, ::-1].copy(), t=t)
     bias = x[0].copy()
     y = capi.scale_bias_relu(x, bias, 0.5)
     _same(y, torch.ops.tinycuda.scale_bias_relu(t(x), t(bias), 0.5))
@@ -61,9 +62,25 @@ def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
         _same(capi.sum_backward(s, x.shape, dim, keep), torch.ops.tinycuda.sum_backward(t(s), list(x.shape), dim, keep))
 
 
+def _check_activations(a, b, gy, t):
+    """gelu, swiglu, geglu and their backwards through the C ABI against the torch ops."""
+    for ap in ("none", "tanh"):
+        _same(capi.gelu(a, ap), torch.ops.tinycuda.gelu(t(a), ap))
+        _same(capi.gelu_backward(gy, a, ap), torch.ops.tinycuda.gelu_backward(t(gy), t(a), ap))
+        _same(capi.geglu(a, b, ap), torch.ops.tinycuda.geglu(t(a), t(b), ap))
+        for got, ref in zip(capi.geglu_backward(gy, a, b, ap),
+                            torch.ops.tinycuda.geglu_backward(t(gy), t(a), t(b), ap)):
+            _same(got, ref)
+    _same(capi.geglu(a, b), torch.ops.tinycuda.geglu(t(a), t(b)))  # both default to 'tanh'
+    _same(capi.swiglu(a, b), torch.ops.tinycuda.swiglu(t(a), t(b)))
+    for got, ref in zip(capi.swiglu_backward(gy, a, b), torch.ops.tinycuda.swiglu_backward(t(gy), t(a), t(b))):
+        _same(got, ref)
+
+
 def test_capi_bfloat16_through_dlpack_cpu():
     x = torch.randn(9, 33, dtype=torch.bfloat16)
     _same(capi.relu(x), torch.ops.tinycuda.relu(x))  # torch CPU tensors go through DLPack
+    _check_activations(x, x.flip(0).contiguous(), gy=x.flip(1).contiguous(), t=lambda a: a)
 
 
 def test_capi_out_arrays_and_skipped_grads():
@@ -95,6 +112,14 @@ def test_capi_bad_input_raises():
         capi.relu_backward(x, x[:2].copy())
     with pytest.raises(TypeError, match=r"must be a NumPy array or a CUDA array"):
         capi.relu([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"tinycuda.capi.gelu: approximate must be 'none' or 'tanh', got 'erf'"):
+        capi.gelu(x, "erf")
+    with pytest.raises(ValueError, match=r"tinycuda.capi.swiglu: a has shape \(4, 6\) but b has shape \(6, 4\)"):
+        capi.swiglu(x, x.T.copy())
+    with pytest.raises(ValueError, match=r"tinycuda.capi.geglu_backward: grad_y has shape \(2, 6\) but a has shape"):
+        capi.geglu_backward(x[:2].copy(), x, x)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.swiglu_backward: grad_b has shape \(3,\)"):
+        capi.swiglu_backward(x, x, x, grad_b=np.empty(3, np.float32))
 
 
 def test_capi_null_pointers_are_errors_not_crashes():
@@ -106,6 +131,15 @@ def test_capi_null_pointers_are_errors_not_crashes():
     assert b"relu: x or y is NULL" in lib.tc_last_error()
     p = capi.STRUCTS["tc_linear_params"](dtype=7, M=1, N=1, K=1, x=1, weight=1, y=1)
     assert lib.tc_linear_cpu(ctypes.byref(p)) == 2  # TC_ERR_UNSUPPORTED_DTYPE, checked before any access
+    p = capi.STRUCTS["tc_glu_params"](dtype=0, n=4, act=3, a=1, b=1, y=1)
+    assert lib.tc_glu_cpu(ctypes.byref(p)) == 1
+    assert b"glu: act must be 0 (silu), 1 (gelu) or 2 (gelu tanh), got 3" in lib.tc_last_error()
+    p = capi.STRUCTS["tc_gelu_backward_params"](dtype=0, n=4, approximate=2, grad_y=1, x=1, grad_x=1)
+    assert lib.tc_gelu_backward_cpu(ctypes.byref(p)) == 1
+    assert b"gelu_backward: approximate must be 0 (none) or 1 (tanh), got 2" in lib.tc_last_error()
+    p = capi.STRUCTS["tc_glu_backward_params"](dtype=0, n=4, act=0, grad_y=1, a=1, b=1, grad_a=1)
+    assert lib.tc_glu_backward_cpu(ctypes.byref(p)) == 1
+    assert b"glu_backward: a pointer is NULL" in lib.tc_last_error()
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU path")
@@ -145,6 +179,7 @@ def test_capi_cuda_torch_tensors_bit_for_bit(dtype):
     _same(capi.relu_mask_backward(x, mask), torch.ops.tinycuda.relu_mask_backward(x, mask))
     _same(capi.sum(x), torch.ops.tinycuda.sum(x))
     _same(capi.sum(x, 0), torch.ops.tinycuda.sum(x, 0))
+    _check_activations(x, x.flip(0).contiguous(), gy=x.flip(1).contiguous(), t=lambda a: a)
     _same(capi.softmax(x), torch.ops.tinycuda.softmax(x, -1))
     _same(capi.log_softmax(x), torch.ops.tinycuda.log_softmax(x, -1))
     yb = capi.scale_bias_relu(x, x[0].contiguous(), 2.0)

@@ -22,15 +22,31 @@ class Net(torch.nn.Module):
         return tinycuda.sum(tinycuda.square(h), dim=1).mean() + tinycuda.sum(h)
 
 
+class GatedNet(torch.nn.Module):
+    """The activation ops: a fused up/gate projection through SwiGLU, GELU,
+    and geglu on two separate projections."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = tinycuda.nn.Linear(20, 66)
+        self.swiglu = tinycuda.nn.SwiGLU()
+        self.gelu = tinycuda.nn.GELU(approximate="tanh")
+        self.gate, self.proj = tinycuda.nn.Linear(33, 16), tinycuda.nn.Linear(33, 16)
+
+    def forward(self, x):
+        h = self.swiglu(self.up(x))
+        return tinycuda.sum(tinycuda.geglu(self.gelu(self.gate(h)), self.proj(h), "none"))
+
+
 def _losses_and_grads(model, x):
     loss = model(x)
     grads = torch.autograd.grad(loss, list(model.parameters()))
     return loss, grads
 
 
-def _check(device, **compile_kwargs):
+def _check(device, net=Net, **compile_kwargs):
     torch._dynamo.reset()
-    model = Net().to(device)
+    model = net().to(device)
     x = torch.randn(9, 20, device=device)
     ref_loss, ref_grads = _losses_and_grads(model, x)
     compiled = torch.compile(model, fullgraph=True, **compile_kwargs)
@@ -41,22 +57,26 @@ def _check(device, **compile_kwargs):
             torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
 
 
-def test_compile_fullgraph_cpu():
-    _check("cpu")
+@pytest.mark.parametrize("net", [Net, GatedNet], ids=lambda n: n.__name__)
+def test_compile_fullgraph_cpu(net):
+    _check("cpu", net)
 
 
 @requires_cuda
-def test_compile_fullgraph_cuda():
-    _check("cuda")
+@pytest.mark.parametrize("net", [Net, GatedNet], ids=lambda n: n.__name__)
+def test_compile_fullgraph_cuda(net):
+    _check("cuda", net)
 
 
 @requires_cuda
-def test_compile_cuda_graphs():
-    _check("cuda", mode="reduce-overhead")
+@pytest.mark.parametrize("net", [Net, GatedNet], ids=lambda n: n.__name__)
+def test_compile_cuda_graphs(net):
+    _check("cuda", net, mode="reduce-overhead")
 
 
-def test_graph_has_no_breaks():
+@pytest.mark.parametrize("net", [Net, GatedNet], ids=lambda n: n.__name__)
+def test_graph_has_no_breaks(net):
     torch._dynamo.reset()
-    explanation = torch._dynamo.explain(Net())(torch.randn(4, 20))
+    explanation = torch._dynamo.explain(net())(torch.randn(4, 20))
     assert explanation.graph_break_count == 0
     assert explanation.graph_count == 1

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import DEVICES
+from conftest import DEVICES, requires_cuda
 
 N = 2**31 + 4099
 
@@ -24,3 +24,25 @@ def test_relu_and_sum_past_2_31(device):
     s = tinycuda.sum(x).float()
     expected = x[:64].double().sum() + x[-2048:].double().sum()
     assert abs(s.item() - expected.item()) <= 0.02 * (1 + abs(expected.item()))
+
+
+@requires_cuda
+def test_swiglu_forward_and_backward_past_2_31():
+    # CUDA only: the five bf16 tensors of the backward take 21 GB
+    g, a, b = (torch.zeros(N, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    ends = (slice(0, 64), slice(N - 2048, N))
+    for t in (g, a, b):
+        for sl in ends:
+            t[sl] = torch.randn(sl.stop - sl.start, device="cuda").bfloat16()
+    y = tinycuda.swiglu(a, b)
+    for sl in ends:
+        torch.testing.assert_close(y[sl], (torch.nn.functional.silu(a[sl].float()) * b[sl].float()).bfloat16())
+    assert not y[2**31 - 8: 2**31 + 8].any()
+    del y
+    ga, gb = torch.ops.tinycuda.swiglu_backward(g, a, b)
+    for sl in ends:
+        la, lb = a[sl].float().requires_grad_(), b[sl].float().requires_grad_()
+        ra, rb = torch.autograd.grad(torch.nn.functional.silu(la) * lb, (la, lb), g[sl].float())
+        torch.testing.assert_close(ga[sl], ra.bfloat16())
+        torch.testing.assert_close(gb[sl], rb.bfloat16())
+    assert not ga[2**31 - 8: 2**31 + 8].any() and not gb[2**31 - 8: 2**31 + 8].any()

@@ -68,6 +68,21 @@ def _sbr_bytes(shape, mode, s):
                     "fwd+bwd": 5 * n * s + 2 * c * s}[mode]
 
 
+def _glu_bytes(shape, mode, s):
+    """a, b -> y forward; grad_y, a, b -> grad_a, grad_b backward (nothing saved)."""
+    return "GB/s", {"fwd": 3, "bwd": 5, "fwd+bwd": 8}[mode] * math.prod(shape) * s
+
+
+def _liger(module, fn):
+    """Liger-Kernel's autograd Function `fn` from liger_kernel.ops.<module>, imported on first call.
+    Its backward writes grad_a, grad_b over the saved a, b: the inputs of a timed bwd case are
+    overwritten after the first (checked) call, which changes no timing."""
+    def run(a, b):
+        import importlib
+        return getattr(importlib.import_module(f"liger_kernel.ops.{module}"), fn).apply(a, b)
+    return run
+
+
 def _linear_flops(shape, mode, s):
     m, n, k = shape
     return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
@@ -80,12 +95,26 @@ def _randn(*shape, dtype, device):
 EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
              "all": [(256, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, 8192)],
              "cpu": [(256, 512), (1024, 1024)]}
+GLU_SHAPES = {"small": [(1024, 14336)], "large": [(8192, 14336)],  # LLaMA-3 8B's MLP: 14336 wide
+              "all": [(1024, 4096), (4096, 4096), (1024, 14336), (8192, 14336)], "cpu": [(256, 1024)]}
+
+
+def _pair(sh, dt, dev):
+    return [_randn(*sh, dtype=dt, device=dev), _randn(*sh, dtype=dt, device=dev)]
+
 
 SPECS = {
     "relu": OpSpec("relu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
                    lambda x: tinycuda.relu(x), torch.relu, _relu_bytes),
     "square": OpSpec("square", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
                      lambda x: tinycuda.square(x), torch.square, _elementwise_bytes(1, 2)),
+    "gelu": OpSpec("gelu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
+                   lambda x: tinycuda.gelu(x), F.gelu, _elementwise_bytes(1, 2)),
+    "swiglu": OpSpec("swiglu", MODES, GLU_SHAPES, _pair, lambda a, b: tinycuda.swiglu(a, b),
+                     lambda a, b: F.silu(a) * b, _glu_bytes, liger=_liger("swiglu", "LigerSiLUMulFunction")),
+    "geglu": OpSpec("geglu", MODES, GLU_SHAPES, _pair, lambda a, b: tinycuda.geglu(a, b),  # tanh form, as Liger's
+                    lambda a, b: F.gelu(a, approximate="tanh") * b, _glu_bytes,
+                    liger=_liger("geglu", "LigerGELUMulFunction")),
     "scale_bias_relu": OpSpec(
         "scale_bias_relu", MODES, EW_SHAPES,
         lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), _randn(sh[-1], dtype=dt, device=dev)],

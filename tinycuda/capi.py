@@ -21,8 +21,8 @@ import os
 
 import numpy as np
 
-__all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "linear",
-           "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
+__all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "gelu", "gelu_backward",
+           "swiglu", "swiglu_backward", "geglu", "geglu_backward", "linear", "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward",
            "square", "square_backward", "sum", "sum_backward"]
 
@@ -47,6 +47,16 @@ def _struct(name, fields):
 
 _WS = [("workspace", _c_p), ("workspace_bytes", _c_size)]
 STRUCTS = {
+    "tc_gelu_params": _struct("tc_gelu_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("approximate", _c_int), ("x", _c_p), ("y", _c_p), ("stream", _c_p)]),
+    "tc_gelu_backward_params": _struct("tc_gelu_backward_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("approximate", _c_int), ("grad_y", _c_p), ("x", _c_p), ("grad_x", _c_p),
+        ("stream", _c_p)]),
+    "tc_glu_params": _struct("tc_glu_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("act", _c_int), ("a", _c_p), ("b", _c_p), ("y", _c_p), ("stream", _c_p)]),
+    "tc_glu_backward_params": _struct("tc_glu_backward_params", [
+        ("dtype", _c_int), ("n", _c_i64), ("act", _c_int), ("grad_y", _c_p), ("a", _c_p), ("b", _c_p),
+        ("grad_a", _c_p), ("grad_b", _c_p), ("stream", _c_p)]),
     "tc_linear_params": _struct("tc_linear_params", [
         ("dtype", _c_int), ("M", _c_i64), ("N", _c_i64), ("K", _c_i64), ("x", _c_p), ("weight", _c_p),
         ("bias", _c_p), ("y", _c_p), ("algo", _c_int), ("stream", _c_p)]),
@@ -85,7 +95,9 @@ STRUCTS["tc_square_params"] = STRUCTS["tc_relu_params"]
 STRUCTS["tc_square_backward_params"] = STRUCTS["tc_relu_backward_params"]
 
 # entry point -> params struct
-_ENTRY = {"linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
+_ENTRY = {"gelu": "tc_gelu_params", "gelu_backward": "tc_gelu_backward_params",
+          "glu": "tc_glu_params", "glu_backward": "tc_glu_backward_params",
+          "linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
           "relu": "tc_relu_params", "relu_backward": "tc_relu_backward_params",
           "relu_mask": "tc_relu_mask_params", "relu_mask_backward": "tc_relu_mask_backward_params",
           "scale_bias_relu": "tc_scale_bias_relu_params",
@@ -370,6 +382,83 @@ def square(x, *, out=None, stream=None):
 def square_backward(grad_y, x, *, out=None, stream=None):
     """2 * x * grad_y."""
     return _pointwise_backward("square_backward", grad_y, x, out, stream)
+
+
+_APPROXIMATE = {"none": 0, "tanh": 1}  # tc_gelu_approximate
+_GLU_ACT = {"silu": 0, "none": 1, "tanh": 2}  # tc_glu_act: silu, gelu (erf), gelu (tanh)
+
+
+def _approximate(op, approximate):
+    if approximate not in _APPROXIMATE:
+        raise ValueError(f"tinycuda.capi.{op}: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return approximate
+
+
+def gelu(x, approximate="none", *, out=None, stream=None):
+    """x/2 (1 + erf(x / sqrt 2)) (approximate='none') or its tanh form, as F.gelu."""
+    op = "gelu"
+    code = _APPROXIMATE[_approximate(op, approximate)]
+    v = _check(op, {"x": x})["x"]
+    y, yv = _output(op, "out", out, v, v.shape)
+    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, approximate=code, x=v.ptr, y=yv.ptr), stream)
+    return y
+
+
+def gelu_backward(grad_y, x, approximate="none", *, out=None, stream=None):
+    """grad_y * gelu'(x), x the forward input."""
+    op = "gelu_backward"
+    code = _APPROXIMATE[_approximate(op, approximate)]
+    v = _check(op, {"grad_y": grad_y, "x": x})
+    if v["grad_y"].shape != v["x"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
+    gx, gv = _output(op, "out", out, v["x"], v["x"].shape)
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](n=gv.size, approximate=code, grad_y=v["grad_y"].ptr, x=v["x"].ptr,
+                                          grad_x=gv.ptr), stream)
+    return gx
+
+
+def _glu(op, a, b, act, out, stream):
+    v = _check(op, {"a": a, "b": b})
+    if v["a"].shape != v["b"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: a has shape {v['a'].shape} but b has shape {v['b'].shape}")
+    y, yv = _output(op, "out", out, v["a"], v["a"].shape)
+    _call("glu", v["a"], STRUCTS[_ENTRY["glu"]](n=yv.size, act=_GLU_ACT[act], a=v["a"].ptr, b=v["b"].ptr, y=yv.ptr),
+          stream)
+    return y
+
+
+def _glu_backward(op, grad_y, a, b, act, grad_a, grad_b, stream):
+    v = _check(op, {"grad_y": grad_y, "a": a, "b": b})
+    for name in ("grad_y", "b"):
+        if v[name].shape != v["a"].shape:
+            raise ValueError(f"tinycuda.capi.{op}: {name} has shape {v[name].shape} but a has shape {v['a'].shape}")
+    ga, gav = _output(op, "grad_a", grad_a, v["a"], v["a"].shape)
+    gb, gbv = _output(op, "grad_b", grad_b, v["a"], v["a"].shape)
+    _call("glu_backward", v["a"], STRUCTS[_ENTRY["glu_backward"]](
+        n=gav.size, act=_GLU_ACT[act], grad_y=v["grad_y"].ptr, a=v["a"].ptr, b=v["b"].ptr, grad_a=gav.ptr,
+        grad_b=gbv.ptr), stream)
+    return ga, gb
+
+
+def swiglu(a, b, *, out=None, stream=None):
+    """silu(a) * b."""
+    return _glu("swiglu", a, b, "silu", out, stream)
+
+
+def swiglu_backward(grad_y, a, b, *, grad_a=None, grad_b=None, stream=None):
+    """(grad_y * b * silu'(a), grad_y * silu(a)) in one pass; grad_a / grad_b: arrays to fill, or None."""
+    return _glu_backward("swiglu_backward", grad_y, a, b, "silu", grad_a, grad_b, stream)
+
+
+def geglu(a, b, approximate="tanh", *, out=None, stream=None):
+    """gelu(a) * b, gelu's tanh form by default ('none': the erf form)."""
+    return _glu("geglu", a, b, _approximate("geglu", approximate), out, stream)
+
+
+def geglu_backward(grad_y, a, b, approximate="tanh", *, grad_a=None, grad_b=None, stream=None):
+    """(grad_y * b * gelu'(a), grad_y * gelu(a)) in one pass; grad_a / grad_b: arrays to fill, or None."""
+    op = "geglu_backward"
+    return _glu_backward(op, grad_y, a, b, _approximate(op, approximate), grad_a, grad_b, stream)
 
 
 def _rows_cols(op, v, name):

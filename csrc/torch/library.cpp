@@ -5,6 +5,14 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY(tinycuda, m) {
+  // gelu
+  m.def("gelu(Tensor x, str approximate='none') -> Tensor");
+  m.def("gelu_backward(Tensor grad_out, Tensor x, str approximate='none') -> Tensor");
+  // glu: swiglu, geglu
+  m.def("swiglu(Tensor a, Tensor b) -> Tensor");
+  m.def("swiglu_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)");
+  m.def("geglu(Tensor a, Tensor b, str approximate='tanh') -> Tensor");
+  m.def("geglu_backward(Tensor grad_out, Tensor a, Tensor b, str approximate='tanh') -> (Tensor, Tensor)");
   // linear
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
   m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "

@@ -1,4 +1,4 @@
-"""Drop-in modules. Linear and ReLU subclass their torch.nn counterparts, so
+"""Drop-in modules. Linear, ReLU and GELU subclass their torch.nn counterparts, so
 constructor, initialization, state_dict keys and repr are torch's own; only
 forward runs tinycuda kernels."""
 import torch
@@ -21,6 +21,28 @@ class ReLU(torch.nn.ReLU):
         return ops.relu(x)
 
 
+class GELU(torch.nn.GELU):
+    """torch.nn.GELU(approximate='none' | 'tanh') on tinycuda kernels."""
+
+    def forward(self, x):
+        return ops.gelu(x, self.approximate)
+
+
+class SwiGLU(torch.nn.Module):
+    """silu(a) * b where a, b = x.chunk(2, dim=-1): the gate of a LLaMA-style
+    MLP applied to the output of one fused up/gate projection (torch has no
+    such module). The last dim of x must be even; the output has half of it.
+    The halves are strided views, which the op copies to contiguous tensors
+    first: to avoid those copies, call tinycuda.swiglu(a, b) on separate
+    contiguous projections. No parameters."""
+
+    def forward(self, x):
+        if x.dim() == 0 or x.shape[-1] % 2:
+            raise ValueError(f"tinycuda.nn.SwiGLU: the last dim of x must be even, got shape {list(x.shape)}")
+        a, b = x.chunk(2, dim=-1)
+        return ops.swiglu(a, b)
+
+
 class ScaleBiasReLU(torch.nn.Module):
     """relu(x * scale + bias) with a learnable bias over the last dim
     (initialized to zeros) and a fixed float scale."""
@@ -38,4 +60,4 @@ class ScaleBiasReLU(torch.nn.Module):
         return f"{self.num_features}, scale={self.scale}"
 
 
-__all__ = ["Linear", "ReLU", "ScaleBiasReLU"]
+__all__ = ["GELU", "Linear", "ReLU", "ScaleBiasReLU", "SwiGLU"]

@@ -6,11 +6,14 @@ from .. import _loader
 
 _loader.load()
 
-from .linear import linear  # noqa: E402
+from .gelu import gelu  # noqa: E402
+from .glu import geglu, swiglu
+from .linear import linear
 from .relu import relu, relu_backward
 from .scale_bias_relu import scale_bias_relu
 from .softmax import log_softmax, softmax
 from .square import square
 from .sum import sum  # noqa: A004
 
-__all__ = ["linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax", "square", "sum"]
+__all__ = ["geglu", "gelu", "linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax",
+           "square", "sum", "swiglu"]

@@ -1,0 +1,43 @@
+// swiglu / geglu on the CPU: y = act(a) * b; the backward recomputes act(a)
+// and act'(a) and writes both gradients in the same pass.
+#include "../act_check.h"
+#include "../gelu_math.h"
+#include "cpu_utils.h"
+
+tc_status tc_glu_cpu(const tc_glu_params* p) {
+  TC_RETURN_IF_ERROR(glu_check(p));
+  return dispatch_cpu(p->dtype, "glu", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* a = static_cast<const T*>(p->a);
+    const T* b = static_cast<const T*>(p->b);
+    T* y = static_cast<T*>(p->y);
+    return with_act(p->act, [&](auto act) {
+      for (int64_t i = 0; i < p->n; ++i) y[i] = from_acc<T>(act.value(A(to_acc(a[i]))) * A(to_acc(b[i])));
+      return TC_OK;
+    });
+  });
+}
+
+tc_status tc_glu_backward_cpu(const tc_glu_backward_params* p) {
+  TC_RETURN_IF_ERROR(glu_check(p));
+  return dispatch_cpu(p->dtype, "glu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* g = static_cast<const T*>(p->grad_y);
+    const T* a = static_cast<const T*>(p->a);
+    const T* b = static_cast<const T*>(p->b);
+    T* ga = static_cast<T*>(p->grad_a);
+    T* gb = static_cast<T*>(p->grad_b);
+    return with_act(p->act, [&](auto act) {
+      for (int64_t i = 0; i < p->n; ++i) {
+        A f, df;
+        act.value_grad(A(to_acc(a[i])), f, df);
+        const A gv = to_acc(g[i]);
+        ga[i] = from_acc<T>(gv * A(to_acc(b[i])) * df);
+        gb[i] = from_acc<T>(gv * f);
+      }
+      return TC_OK;
+    });
+  });
+}

@@ -1,0 +1,45 @@
+// gelu, gelu_backward: torch layer. `approximate` is F.gelu's string,
+// mapped here to the core's code.
+#include "../gelu.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+int approximate_code(const char* op, c10::string_view approximate) {
+  if (approximate == "none") return TC_GELU_NONE;
+  if (approximate == "tanh") return TC_GELU_TANH;
+  fail(op, fmt("approximate must be 'none' or 'tanh', got '%s'", std::string(approximate).c_str()));
+}
+
+at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
+  const int code = approximate_code("gelu", approximate);
+  check_args("gelu", {{"x", x}});
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = empty_contiguous(xc.sizes(), xc);
+  call("gelu", xc, tc_gelu_cpu, tc_gelu_cuda,
+       tc_gelu_params{dtype_of(xc), xc.numel(), code, xc.data_ptr(), y.data_ptr(), nullptr});
+  return y;
+}
+
+at::Tensor gelu_backward(const at::Tensor& grad_out, const at::Tensor& x, c10::string_view approximate) {
+  const char* op = "gelu_backward";
+  const int code = approximate_code(op, approximate);
+  check_args(op, {{"grad_out", grad_out}, {"x", x}});
+  check_same_shape(op, {"grad_out", grad_out}, {"x", x});
+  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
+  at::Tensor gx = empty_contiguous(xc.sizes(), xc);
+  call(op, xc, tc_gelu_backward_cpu, tc_gelu_backward_cuda,
+       tc_gelu_backward_params{dtype_of(xc), xc.numel(), code, gc.data_ptr(), xc.data_ptr(),
+                               gx.data_ptr(), nullptr});
+  return gx;
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("gelu", &gelu);
+  m.impl("gelu_backward", &gelu_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)
