@@ -34,6 +34,8 @@ size_t tc_params_sizeof(const char* name) {
   if (!name) return 0;
 #define TC_SIZE(T) \
   if (std::strcmp(name, #T) == 0) return sizeof(T);
+  TC_SIZE(tc_cross_entropy_params)
+  TC_SIZE(tc_cross_entropy_backward_params)
   TC_SIZE(tc_linear_params)
   TC_SIZE(tc_linear_backward_params)
   TC_SIZE(tc_relu_params)

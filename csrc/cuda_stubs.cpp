@@ -1,6 +1,7 @@
 // Built only without CUDA: every CUDA entry point of the core exists and
 // reports TC_ERR_NO_CUDA, so callers (the torch layer, libtinycuda) link the
 // same way in both configurations.
+#include "cross_entropy.h"
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"
@@ -14,6 +15,8 @@
     return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: tinycuda was built without CUDA", #fn);    \
   }
 
+TC_NO_CUDA(tc_cross_entropy_cuda, tc_cross_entropy_params)
+TC_NO_CUDA(tc_cross_entropy_backward_cuda, tc_cross_entropy_backward_params)
 TC_NO_CUDA(tc_linear_cuda, tc_linear_params)
 TC_NO_CUDA(tc_linear_backward_cuda, tc_linear_backward_params)
 TC_NO_CUDA(tc_relu_cuda, tc_relu_params)

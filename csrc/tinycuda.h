@@ -28,6 +28,7 @@
 #define TINYCUDA_H
 
 #include "common.h"
+#include "cross_entropy.h"
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"

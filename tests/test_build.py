@@ -30,9 +30,10 @@ def test_stale_build_names_both_versions(tmp_path, monkeypatch):
 def test_build_info_and_registered_ops():
     info = tinycuda.build_info
     assert info["torch"] == torch.__version__ and "cpu" in info["backends"]
-    for op in ("linear", "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
-               "scale_bias_relu", "softmax", "log_softmax", "softmax_backward",
-               "scale_bias_relu_backward", "square", "square_backward", "sum", "sum_backward"):
+    for op in ("cross_entropy", "cross_entropy_backward", "fused_linear_cross_entropy", "linear",
+               "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward", "scale_bias_relu",
+               "softmax", "log_softmax", "softmax_backward", "scale_bias_relu_backward", "square",
+               "square_backward", "sum", "sum_backward"):
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"tinycuda::{op}", "CPU"), op
 
 

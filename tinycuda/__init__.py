@@ -12,7 +12,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_FROM_OPS = ("linear", "log_softmax", "relu", "scale_bias_relu", "softmax", "square", "sum")
+_FROM_OPS = ("cross_entropy", "fused_linear_cross_entropy", "linear", "log_softmax", "relu", "scale_bias_relu", "softmax", "square", "sum")
 __all__ = [*_FROM_OPS, "nn", "ops", "capi", "build_info"]
 
 

@@ -6,11 +6,13 @@ from .. import _loader
 
 _loader.load()
 
-from .linear import linear  # noqa: E402
+from .cross_entropy import cross_entropy  # noqa: E402
+from .fused_linear_cross_entropy import fused_linear_cross_entropy
+from .linear import linear
 from .relu import relu, relu_backward
 from .scale_bias_relu import scale_bias_relu
 from .softmax import log_softmax, softmax
 from .square import square
 from .sum import sum  # noqa: A004
 
-__all__ = ["linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax", "square", "sum"]
+__all__ = ["cross_entropy", "fused_linear_cross_entropy", "linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax", "square", "sum"]
