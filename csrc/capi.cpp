@@ -38,6 +38,8 @@ size_t tc_params_sizeof(const char* name) {
   TC_SIZE(tc_gelu_backward_params)
   TC_SIZE(tc_glu_params)
   TC_SIZE(tc_glu_backward_params)
+  TC_SIZE(tc_cross_entropy_params)
+  TC_SIZE(tc_cross_entropy_backward_params)
   TC_SIZE(tc_linear_params)
   TC_SIZE(tc_linear_backward_params)
   TC_SIZE(tc_relu_params)

@@ -3,6 +3,7 @@
 // same way in both configurations.
 #include "gelu.h"
 #include "glu.h"
+#include "cross_entropy.h"
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"
@@ -20,6 +21,8 @@ TC_NO_CUDA(tc_gelu_cuda, tc_gelu_params)
 TC_NO_CUDA(tc_gelu_backward_cuda, tc_gelu_backward_params)
 TC_NO_CUDA(tc_glu_cuda, tc_glu_params)
 TC_NO_CUDA(tc_glu_backward_cuda, tc_glu_backward_params)
+TC_NO_CUDA(tc_cross_entropy_cuda, tc_cross_entropy_params)
+TC_NO_CUDA(tc_cross_entropy_backward_cuda, tc_cross_entropy_backward_params)
 TC_NO_CUDA(tc_linear_cuda, tc_linear_params)
 TC_NO_CUDA(tc_linear_backward_cuda, tc_linear_backward_params)
 TC_NO_CUDA(tc_relu_cuda, tc_relu_params)

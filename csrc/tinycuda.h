@@ -30,6 +30,7 @@
 #include "common.h"
 #include "gelu.h"
 #include "glu.h"
+#include "cross_entropy.h"
 #include "linear.h"
 #include "relu.h"
 #include "scale_bias_relu.h"

@@ -30,7 +30,8 @@ def test_stale_build_names_both_versions(tmp_path, monkeypatch):
 def test_build_info_and_registered_ops():
     info = tinycuda.build_info
     assert info["torch"] == torch.__version__ and "cpu" in info["backends"]
-    for op in ("gelu", "gelu_backward", "swiglu", "swiglu_backward", "geglu", "geglu_backward",
+    for op in ("cross_entropy", "cross_entropy_backward", "fused_linear_cross_entropy",
+               "gelu", "gelu_backward", "swiglu", "swiglu_backward", "geglu", "geglu_backward",
                "linear", "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
                "scale_bias_relu", "softmax", "log_softmax", "softmax_backward",
                "scale_bias_relu_backward", "square", "square_backward", "sum", "sum_backward"):

@@ -56,6 +56,17 @@ def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
     for got, ref in zip(capi.scale_bias_relu_backward(x, y, 0.5),
                         torch.ops.tinycuda.scale_bias_relu_backward(t(x), t(y), 0.5, [True, True])):
         _same(got, ref)
+    tgt = np.array([0, 3, -100, 16, 5, 9] * 5 + [1, 2, 4])
+    for red in ("mean", "sum", "none"):
+        loss, grad = capi.cross_entropy(x, tgt, reduction=red, label_smoothing=0.1, grad=True)
+        for got, ref in zip((loss, grad), torch.ops.tinycuda.cross_entropy(t(x), t(tgt), -100, red, 0.1, True)):
+            _same(got, ref)
+    tgt3 = np.where(tgt == -100, 3, tgt)
+    _same(capi.cross_entropy(x, tgt3, ignore_index=3), torch.ops.tinycuda.cross_entropy(t(x), t(tgt3), 3)[0])
+    scale = np.linspace(0.5, 2, 33).astype(dtype)
+    ref = t(grad.copy())
+    torch.ops.tinycuda.cross_entropy_backward(ref, t(scale))
+    _same(capi.cross_entropy_backward(grad, scale), ref)
     for dim, keep in ((None, False), (0, True), (1, False)):
         s = capi.sum(x, dim, keep)
         _same(s, torch.ops.tinycuda.sum(t(x), dim, keep))
@@ -120,6 +131,12 @@ def test_capi_bad_input_raises():
         capi.geglu_backward(x[:2].copy(), x, x)
     with pytest.raises(ValueError, match=r"tinycuda.capi.swiglu_backward: grad_b has shape \(3,\)"):
         capi.swiglu_backward(x, x, x, grad_b=np.empty(3, np.float32))
+    with pytest.raises(ValueError, match=r"tinycuda.capi.cross_entropy: target must be a contiguous int64 cpu array of shape \(4,\)"):
+        capi.cross_entropy(x, np.zeros(4, np.int32))
+    with pytest.raises(capi.CapiError, match=r"cross_entropy: target 6 at row 1 is out of range \[0, 6\)"):
+        capi.cross_entropy(x, np.array([0, 6, 1, 2]))
+    with pytest.raises(ValueError, match=r"grad_loss must be 0-dim or have shape \(4,\)"):
+        capi.cross_entropy_backward(x, np.ones(6, np.float32))
 
 
 def test_capi_null_pointers_are_errors_not_crashes():
@@ -181,6 +198,11 @@ def test_capi_cuda_torch_tensors_bit_for_bit(dtype):
     _same(capi.sum(x, 0), torch.ops.tinycuda.sum(x, 0))
     _check_activations(x, x.flip(0).contiguous(), gy=x.flip(1).contiguous(), t=lambda a: a)
     _same(capi.softmax(x), torch.ops.tinycuda.softmax(x, -1))
+    tgt = torch.randint(0, 33, (65,), device="cuda")
+    tgt[3] = -100
+    for got, ref in zip(capi.cross_entropy(x, tgt, label_smoothing=0.1, grad=True),
+                        torch.ops.tinycuda.cross_entropy(x, tgt, -100, "mean", 0.1, True)):
+        _same(got, ref)
     _same(capi.log_softmax(x), torch.ops.tinycuda.log_softmax(x, -1))
     yb = capi.scale_bias_relu(x, x[0].contiguous(), 2.0)
     for got, ref in zip(capi.scale_bias_relu_backward(x, yb, 2.0),

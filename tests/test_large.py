@@ -46,3 +46,20 @@ def test_swiglu_forward_and_backward_past_2_31():
         torch.testing.assert_close(ga[sl], ra.bfloat16())
         torch.testing.assert_close(gb[sl], rb.bfloat16())
     assert not ga[2**31 - 8: 2**31 + 8].any() and not gb[2**31 - 8: 2**31 + 8].any()
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs a CUDA GPU and a CUDA build")
+def test_cross_entropy_past_2_31():
+    """bf16 [16800, 128256] logits (2.15e9, 4.3 GB; the gradient as much again):
+    row 16743 straddles element 2^31 and the rows after it lie past it."""
+    rows, cols = 16800, 128256
+    x = torch.zeros(rows, cols, dtype=torch.bfloat16, device="cuda")
+    check = torch.tensor([0, 16743, 16744, rows - 1], device="cuda")
+    x[check] = (3 * torch.randn(4, cols, device="cuda")).bfloat16()
+    t = torch.full((rows,), -100, device="cuda")
+    t[check] = torch.tensor([5, 77, cols - 1, 64000], device="cuda")
+    loss, grad = torch.ops.tinycuda.cross_entropy(x, t, -100, "none", 0.0, True)
+    ref_x = x[check].float().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(ref_x, t[check], reduction="none")
+    torch.testing.assert_close(loss[check].float(), ref, rtol=1e-2, atol=1e-2)
+    (ref_grad,) = torch.autograd.grad(ref.sum(), ref_x)
+    torch.testing.assert_close(grad[check].float(), ref_grad, rtol=1e-2, atol=1e-4)
+    assert not grad[1:16743].any() and not grad[16745:rows - 1].any()  # ignored rows: zero

@@ -8,6 +8,9 @@ cache flushed before every repetition (a 256 MB write), median of --reps
 Python) is queued ahead and the events measure the kernels, not the host: the
 first H100 run without it charged torch.compile up to 150 us of host time at
 small shapes.
+Losses (cross_entropy, fused_linear_cross_entropy) are backpropagated with
+grad_loss = 1, as loss.backward() does in training; other ops with a random
+grad_out.
 Figures: milliseconds; GB/s over the fewest bytes the op must move (memory-
 bound ops) or TFLOP/s (linear); the percentage of this device's measured
 peak (copy bandwidth, cuBLAS bf16/fp32 rates, measured at the start); the
@@ -45,6 +48,7 @@ class OpSpec:
     cost: callable                   # (shape, mode, itemsize) -> ("GB/s", bytes) or ("TFLOP/s", flops)
     variants: dict = field(default_factory=dict)  # extra tinycuda variants, fwd only (CUDA)
     liger: callable = None           # inputs -> output through Liger-Kernel (imported lazily), if it has the op
+    loss: bool = False               # a loss: fwd+bwd backpropagates 1, as loss.backward()
 
 
 def _elementwise_bytes(reads_fwd, reads_bwd):
@@ -86,6 +90,34 @@ def _liger(module, fn):
 def _linear_flops(shape, mode, s):
     m, n, k = shape
     return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
+
+
+def _cross_entropy_bytes(shape, mode, s):
+    """Read the logits once; with the gradient (made by the forward kernel)
+    also write it once: N V s and 2 N V s."""
+    n, v = shape
+    return "GB/s", {"fwd": n * v * s, "fwd+bwd": 2 * n * v * s}[mode]
+
+
+def _flce_flops(shape, mode, s):
+    """hidden @ weight.T forward; grad_hidden and grad_weight matmuls backward."""
+    n, h, v = shape
+    return "TFLOP/s", {"fwd": 2, "fwd+bwd": 6}[mode] * n * h * v
+
+
+def _first(out):
+    """Liger's functions return the loss, or (loss, z_loss) in some versions."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _liger_cross_entropy(x, t):
+    from liger_kernel.transformers.functional import liger_cross_entropy
+    return _first(liger_cross_entropy(x, t))
+
+
+def _liger_flce(h, w, t):
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+    return _first(liger_fused_linear_cross_entropy(h, w, t))
 
 
 def _randn(*shape, dtype, device):
@@ -141,6 +173,22 @@ SPECS = {
         lambda x, w, b: tinycuda.linear(x, w, b), F.linear, _linear_flops,
         variants={f"tinycuda[{a}]": (lambda a: lambda x, w, b: tinycuda.linear(x, w, b, algo=a))(a)
                   for a in ("naive", "tiled", "regtile")}),
+    "cross_entropy": OpSpec(
+        "cross_entropy", ("fwd", "fwd+bwd"),
+        {"small": [(4096, 32000)], "large": [(8192, 128256)],
+         "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)]},
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), torch.randint(0, sh[1], (sh[0],), device=dev)],
+        lambda x, t: tinycuda.cross_entropy(x, t), F.cross_entropy, _cross_entropy_bytes,
+        liger=_liger_cross_entropy, loss=True),
+    "fused_linear_cross_entropy": OpSpec(
+        "fused_linear_cross_entropy", ("fwd", "fwd+bwd"),
+        {"small": [(2048, 2048, 32000)], "large": [(8192, 4096, 128256)],
+         "all": [(2048, 2048, 32000), (8192, 4096, 128256)], "cpu": [(64, 64, 1000)]},
+        lambda sh, dt, dev: [_randn(sh[0], sh[1], dtype=dt, device=dev),
+                             _randn(sh[2], sh[1], dtype=dt, device=dev) / sh[1] ** 0.5,
+                             torch.randint(0, sh[2], (sh[0],), device=dev)],
+        lambda h, w, t: tinycuda.fused_linear_cross_entropy(h, w, t), lambda h, w, t: F.cross_entropy(h @ w.T, t),
+        _flce_flops, liger=_liger_flce, loss=True),
 }
 
 
@@ -223,12 +271,13 @@ def _tolerance(dtype, spec):
     """Agreement with eager required before timing: fp32 reductions of 4096+
     terms in another order differ by ~1e-4 relative; half types by their eps."""
     if dtype == torch.float32:
-        return 1e-3 if spec.name in ("linear", "sum") else 1e-5
+        return 1e-3 if spec.name in ("linear", "sum", "fused_linear_cross_entropy") else 1e-5
     return 2e-2
 
 
-def _runner(fn, inputs, mode):
-    """A zero-argument callable for one mode, and its result for checking."""
+def _runner(fn, inputs, mode, loss=False):
+    """A zero-argument callable for one mode, and its result for checking;
+    a loss's gradient is 1, other outputs' a fixed random tensor."""
     if mode == "fwd":
         def run():
             with torch.no_grad():
@@ -238,9 +287,10 @@ def _runner(fn, inputs, mode):
     wrt = [t for t in leaves if t.requires_grad]
     if mode == "bwd":
         out = fn(*leaves)
-        g = torch.randn_like(out)
+        g = torch.ones_like(out) if loss else torch.randn_like(out)
         return lambda: torch.autograd.grad(out, wrt, g, retain_graph=True)
-    g = torch.randn_like(fn(*inputs).detach())
+    out = fn(*inputs).detach()
+    g = torch.ones_like(out) if loss else torch.randn_like(out)
     return lambda: torch.autograd.grad(fn(*leaves), wrt, g)
 
 
@@ -266,7 +316,7 @@ def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
         if name not in ("eager", "compile", "liger") and name.split("[")[0] not in impls:
             continue
         torch.manual_seed(1)  # the same grad_out for every implementation
-        run = _runner(fn, inputs, mode)
+        run = _runner(fn, inputs, mode, spec.loss)
         out = _as_list(run())
         if ref is None:
             ref = out

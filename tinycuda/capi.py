@@ -14,6 +14,11 @@ message.
     from tinycuda import capi
     y = capi.linear(x, w, b)                  # NumPy in, NumPy out (CPU kernel)
     gx, gw, gb = capi.linear_backward(gy, x, w)
+    loss, grad = capi.cross_entropy(logits, target, grad=True)   # target: int64
+
+fused_linear_cross_entropy stays torch-only (tinycuda.ops): it is three
+GEMMs per chunk around the cross_entropy kernel, and the C ABI has no GEMM
+at bf16 tensor-core speed to run them with.
 """
 import ctypes
 import math
@@ -21,10 +26,11 @@ import os
 
 import numpy as np
 
-__all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "gelu", "gelu_backward",
-           "swiglu", "swiglu_backward", "geglu", "geglu_backward", "linear", "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
-           "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward",
-           "square", "square_backward", "sum", "sum_backward"]
+__all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
+           "cross_entropy_backward", "gelu", "gelu_backward", "swiglu", "swiglu_backward", "geglu",
+           "geglu_backward", "linear", "linear_backward", "relu", "relu_backward", "relu_mask",
+           "relu_mask_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
+           "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
 _c_int, _c_i64, _c_p, _c_dbl, _c_size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
@@ -57,6 +63,13 @@ STRUCTS = {
     "tc_glu_backward_params": _struct("tc_glu_backward_params", [
         ("dtype", _c_int), ("n", _c_i64), ("act", _c_int), ("grad_y", _c_p), ("a", _c_p), ("b", _c_p),
         ("grad_a", _c_p), ("grad_b", _c_p), ("stream", _c_p)]),
+    "tc_cross_entropy_params": _struct("tc_cross_entropy_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("ignore_index", _c_i64), ("reduction", _c_int),
+        ("label_smoothing", _c_dbl), ("logits", _c_p), ("target", _c_p), ("loss", _c_p), ("grad_logits", _c_p),
+        ("n_valid", _c_p), ("row_loss", _c_p)] + _WS + [("stream", _c_p)]),
+    "tc_cross_entropy_backward_params": _struct("tc_cross_entropy_backward_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("per_row", _c_int), ("grad_logits", _c_p),
+        ("grad_loss", _c_p), ("stream", _c_p)]),
     "tc_linear_params": _struct("tc_linear_params", [
         ("dtype", _c_int), ("M", _c_i64), ("N", _c_i64), ("K", _c_i64), ("x", _c_p), ("weight", _c_p),
         ("bias", _c_p), ("y", _c_p), ("algo", _c_int), ("stream", _c_p)]),
@@ -95,7 +108,9 @@ STRUCTS["tc_square_params"] = STRUCTS["tc_relu_params"]
 STRUCTS["tc_square_backward_params"] = STRUCTS["tc_relu_backward_params"]
 
 # entry point -> params struct
-_ENTRY = {"gelu": "tc_gelu_params", "gelu_backward": "tc_gelu_backward_params",
+_ENTRY = {"cross_entropy": "tc_cross_entropy_params",
+          "cross_entropy_backward": "tc_cross_entropy_backward_params",
+          "gelu": "tc_gelu_params", "gelu_backward": "tc_gelu_backward_params",
           "glu": "tc_glu_params", "glu_backward": "tc_glu_backward_params",
           "linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
           "relu": "tc_relu_params", "relu_backward": "tc_relu_backward_params",
@@ -105,7 +120,8 @@ _ENTRY = {"gelu": "tc_gelu_params", "gelu_backward": "tc_gelu_backward_params",
           "softmax": "tc_softmax_params", "softmax_backward": "tc_softmax_backward_params",
           "square": "tc_square_params", "square_backward": "tc_square_backward_params",
           "sum": "tc_sum_params", "sum_backward": "tc_sum_backward_params"}
-_WORKSPACE = {"linear_backward": "tc_linear_backward_workspace_size",
+_WORKSPACE = {"cross_entropy": "tc_cross_entropy_workspace_size",
+              "linear_backward": "tc_linear_backward_workspace_size",
               "scale_bias_relu_backward": "tc_scale_bias_relu_backward_workspace_size",
               "sum": "tc_sum_workspace_size"}
 
@@ -173,8 +189,9 @@ class _DLTensor(ctypes.Structure):
                 ("byte_offset", ctypes.c_uint64)]
 
 
-_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8"}
-_DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8"}
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i8": "int64"}
+_DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
+              (0, 64): "int64"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = _c_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -607,3 +624,54 @@ def sum_backward(grad_y, shape, dim=None, keepdim=False, *, out=None, stream=Non
     gx, gv = _output(op, "out", out, v, tuple(shape))
     _call(op, v, STRUCTS[_ENTRY[op]](outer=outer, reduce=red, inner=inner, grad_y=v.ptr, grad_x=gv.ptr), stream)
     return gx
+
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _target_view(op, target, like, n):
+    """int64 class indices [n] on `like`'s device."""
+    a = _view(op, "target", target)
+    if a.dtype != "int64" or a.shape != (n,) or not a.contiguous or a.device != like.device:
+        raise ValueError(f"tinycuda.capi.{op}: target must be a contiguous int64 {like.device} array of "
+                         f"shape ({n},), got {a.dtype} {a.shape} on {a.device}")
+    return a
+
+
+def cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", label_smoothing=0.0, grad=False,
+                  out=None, stream=None):
+    """F.cross_entropy(logits, target, ...) for logits [N, V] and int64 class
+    indices target [N]. grad: False, True (allocate) or an array to fill with
+    d loss / d logits for grad_loss = 1, from the same pass; then (loss, grad)
+    is returned. A target outside [0, V) other than ignore_index: CapiError on
+    the CPU, a NaN row on CUDA."""
+    op = "cross_entropy"
+    v = _check(op, {"logits": logits})["logits"]
+    if len(v.shape) != 2 or v.shape[1] < 1:
+        raise ValueError(f"tinycuda.capi.{op}: logits must be 2-D (rows, classes) with at least one class, "
+                         f"got shape {v.shape}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"tinycuda.capi.{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    rows, cols = v.shape
+    t = _target_view(op, target, v, rows)
+    loss, lv = _output(op, "out", out, v, (rows,) if reduction == "none" else ())
+    g, gv = _output(op, "grad", grad, v, v.shape) if grad is not False else (None, None)
+    _call(op, v, STRUCTS[_ENTRY[op]](rows=rows, cols=cols, ignore_index=int(ignore_index),
+                                     reduction=_REDUCTIONS[reduction], label_smoothing=float(label_smoothing),
+                                     logits=v.ptr, target=t.ptr, loss=lv.ptr, grad_logits=gv and gv.ptr), stream)
+    return loss if grad is False else (loss, g)
+
+
+def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
+    """grad_logits *= grad_loss in place and returned; grad_loss is 0-dim (one
+    scale) or one value per row. Rows whose scale is exactly 1 are skipped."""
+    op = "cross_entropy_backward"
+    v = _check(op, {"grad_logits": grad_logits, "grad_loss": grad_loss})
+    g, s = v["grad_logits"], v["grad_loss"]
+    per_row = len(s.shape) > 0
+    if per_row and (len(g.shape) < 1 or s.shape != g.shape[:-1]):
+        raise ValueError(f"tinycuda.capi.{op}: grad_loss must be 0-dim or have shape {g.shape[:-1]}, got {s.shape}")
+    cols = (g.shape[-1] if per_row else g.size) or 1
+    _call(op, g, STRUCTS[_ENTRY[op]](rows=g.size // cols, cols=cols, per_row=int(per_row), grad_logits=g.ptr,
+                                     grad_loss=s.ptr), stream)
+    return grad_logits

@@ -13,6 +13,14 @@ TORCH_LIBRARY(tinycuda, m) {
   m.def("swiglu_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)");
   m.def("geglu(Tensor a, Tensor b, str approximate='tanh') -> Tensor");
   m.def("geglu_backward(Tensor grad_out, Tensor a, Tensor b, str approximate='tanh') -> (Tensor, Tensor)");
+  // cross_entropy (fused_linear_cross_entropy: torch layer over its core)
+  m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, str reduction='mean', "
+        "float label_smoothing=0.0, bool compute_grad=False) -> (Tensor loss, Tensor grad_logits)");
+  m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss) -> ()");
+  m.def("fused_linear_cross_entropy(Tensor hidden, Tensor weight, Tensor target, Tensor? bias=None, "
+        "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, "
+        "bool compute_grad=False, int chunk_size=0) -> (Tensor loss, Tensor grad_hidden, "
+        "Tensor grad_weight, Tensor grad_bias)");
   // linear
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
   m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "

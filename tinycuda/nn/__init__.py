@@ -60,4 +60,43 @@ class ScaleBiasReLU(torch.nn.Module):
         return f"{self.num_features}, scale={self.scale}"
 
 
-__all__ = ["GELU", "Linear", "ReLU", "ScaleBiasReLU", "SwiGLU"]
+class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
+    """torch.nn.CrossEntropyLoss (same constructor, buffers and state_dict) on
+    tinycuda's kernel, for class-index targets of [N, V] or [V] logits. Class
+    weights are not supported: `weight` must be None."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        if weight is not None:
+            raise ValueError("tinycuda.nn.CrossEntropyLoss: class weights are not supported (weight must be None)")
+        super().__init__(weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+
+    def forward(self, input, target):  # noqa: A002  (torch's argument names)
+        return ops.cross_entropy(input, target, self.ignore_index, self.reduction, self.label_smoothing)
+
+
+class FusedLinearCrossEntropyLoss(torch.nn.Module):
+    """cross_entropy(hidden @ weight.T + bias, target) without the [N, V]
+    logits. forward(weight, hidden, target, bias=None) takes Liger's
+    LigerFusedLinearCrossEntropyLoss order (lin_weight, _input, target, bias).
+    reduction='none' works without gradients only (see ops.fused_linear_cross_entropy)."""
+
+    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"tinycuda.nn.FusedLinearCrossEntropyLoss: reduction must be 'mean', 'sum' or "
+                             f"'none', got {reduction!r}")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"tinycuda.nn.FusedLinearCrossEntropyLoss: label_smoothing must be in [0, 1], "
+                             f"got {label_smoothing}")
+        self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+
+    def forward(self, weight, hidden, target, bias=None):
+        return ops.fused_linear_cross_entropy(hidden, weight, target, bias, self.ignore_index, self.reduction,
+                                              self.label_smoothing)
+
+    def extra_repr(self):
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}"
+
+
+__all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "Linear", "ReLU", "ScaleBiasReLU", "SwiGLU"]

@@ -6,7 +6,9 @@ from .. import _loader
 
 _loader.load()
 
-from .gelu import gelu  # noqa: E402
+from .cross_entropy import cross_entropy  # noqa: E402
+from .fused_linear_cross_entropy import fused_linear_cross_entropy
+from .gelu import gelu
 from .glu import geglu, swiglu
 from .linear import linear
 from .relu import relu, relu_backward
@@ -15,5 +17,5 @@ from .softmax import log_softmax, softmax
 from .square import square
 from .sum import sum  # noqa: A004
 
-__all__ = ["geglu", "gelu", "linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax",
-           "square", "sum", "swiglu"]
+__all__ = ["cross_entropy", "fused_linear_cross_entropy", "geglu", "gelu", "linear", "log_softmax", "relu",
+           "relu_backward", "scale_bias_relu", "softmax", "square", "sum", "swiglu"]

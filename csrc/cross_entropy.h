@@ -1,0 +1,70 @@
+/* cross_entropy family: torch.nn.functional.cross_entropy of logits x
+ * [rows, cols] (rows tokens, cols classes) against class indices t[rows]
+ * (int64), with label smoothing eps in [0, 1]:
+ *   lse_i  = log sum_c exp(x_ic)
+ *   loss_i = (1 - eps) (lse_i - x_it) + (eps / cols) sum_c (lse_i - x_ic)
+ * and loss_i = 0 where t_i == ignore_index. Reductions: NONE (loss[rows]),
+ * SUM, MEAN (sum / n_valid, n_valid = rows not ignored; NaN when 0).
+ *
+ * The gradient is written by the same pass that computes the loss (when
+ * grad_logits is given), for grad_loss = 1:
+ *   grad_ic = (softmax_ic - (1 - eps) [c == t_i] - eps / cols) * scale
+ * scale = 1 / n_valid for MEAN, 1 for SUM and NONE, and grad_i = 0 on ignored
+ * rows. The backward then only scales it by grad_loss, in place: one value
+ * for SUM and MEAN, one per row for NONE. Math in float (double for double).
+ *
+ * A target outside [0, cols) other than ignore_index: the CPU entry point
+ * fails (naming the row) before writing anything; the CUDA one never reads
+ * out of bounds and gives that row a NaN loss and a NaN gradient row.
+ *
+ * Chunked callers (fused_linear_cross_entropy runs this on slices of rows):
+ * grad_logits may be logits itself (the gradient overwrites the logits),
+ * n_valid may come from the caller (the divisor of the whole batch), loss may
+ * be NULL, and row_loss keeps each row's loss in the accumulator type.
+ *
+ * CUDA needs a workspace of tc_cross_entropy_workspace_size() bytes (the
+ * n_valid count and the per-row losses of SUM/MEAN); the CPU needs none. */
+#ifndef TINYCUDA_CROSS_ENTROPY_H
+#define TINYCUDA_CROSS_ENTROPY_H
+#include "common.h"
+
+enum { TC_REDUCTION_NONE = 0, TC_REDUCTION_MEAN = 1, TC_REDUCTION_SUM = 2 };
+
+typedef struct {
+  tc_dtype dtype;        /* of logits, loss and grad_logits */
+  int64_t rows, cols;    /* cols >= 1 */
+  int64_t ignore_index;
+  int reduction;         /* TC_REDUCTION_* */
+  double label_smoothing;
+  const void* logits;    /* [rows, cols] */
+  const int64_t* target; /* [rows] */
+  void* loss;            /* NONE: [rows]; SUM, MEAN: [1]. NULL: not written */
+  void* grad_logits;     /* [rows, cols], or NULL: not computed. May be == logits */
+  const int64_t* n_valid; /* MEAN: the divisor (device memory for CUDA); NULL:
+                             counted here from target */
+  void* row_loss;        /* NULL, or [rows] of float (double for float64): each
+                            row's loss, unreduced */
+  void* workspace;
+  size_t workspace_bytes;
+  void* stream;
+} tc_cross_entropy_params;
+
+/* grad_logits *= grad_loss in place; grad_loss is one value (per_row = 0, the
+ * whole buffer is scaled) or one per row (per_row = 1). Rows whose scale is
+ * exactly 1 are left untouched (read on the device: no host sync). */
+typedef struct {
+  tc_dtype dtype;
+  int64_t rows, cols;
+  int per_row;
+  void* grad_logits;     /* [rows, cols] */
+  const void* grad_loss; /* [1] or [rows], of dtype */
+  void* stream;
+} tc_cross_entropy_backward_params;
+
+TC_API size_t tc_cross_entropy_workspace_size(const tc_cross_entropy_params* p);
+TC_API tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p);
+TC_API tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p);
+TC_API tc_status tc_cross_entropy_backward_cpu(const tc_cross_entropy_backward_params* p);
+TC_API tc_status tc_cross_entropy_backward_cuda(const tc_cross_entropy_backward_params* p);
+
+#endif

@@ -1,0 +1,51 @@
+// What the CPU and CUDA cross_entropy share: the argument checks, the CUDA
+// workspace layout (the size query is built without CUDA too), and one row's
+// loss from its statistics.
+#pragma once
+#include <cstddef>
+
+#include "cross_entropy.h"
+#include "internal.h"
+
+namespace ce {
+
+inline tc_status check(const tc_cross_entropy_params* p, const char* op) {
+  TC_REQUIRE(p, "%s: params is NULL", op);
+  TC_REQUIRE(p->rows >= 0, "%s: rows must be >= 0, got %lld", op, (long long)p->rows);
+  TC_REQUIRE(p->cols >= 1, "%s: cols (the number of classes) must be >= 1, got %lld", op,
+             (long long)p->cols);
+  TC_REQUIRE(p->reduction == TC_REDUCTION_NONE || p->reduction == TC_REDUCTION_MEAN ||
+                 p->reduction == TC_REDUCTION_SUM,
+             "%s: reduction must be 0 (none), 1 (mean) or 2 (sum), got %d", op, p->reduction);
+  TC_REQUIRE(p->label_smoothing >= 0.0 && p->label_smoothing <= 1.0,
+             "%s: label_smoothing must be in [0, 1], got %g", op, p->label_smoothing);
+  TC_REQUIRE(p->rows == 0 || (p->logits && p->target), "%s: logits or target is NULL", op);
+  return TC_OK;
+}
+
+inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
+
+// The CUDA workspace: [n_valid, counted on the device: 16 bytes][row losses].
+inline bool counts_n_valid(const tc_cross_entropy_params& p) {
+  return p.reduction == TC_REDUCTION_MEAN && !p.n_valid && (p.loss || p.grad_logits);
+}
+inline bool row_losses_in_workspace(const tc_cross_entropy_params& p) {
+  return p.reduction != TC_REDUCTION_NONE && p.loss && !p.row_loss;
+}
+constexpr size_t kCountBytes = 16;
+inline size_t workspace_bytes(const tc_cross_entropy_params& p) {
+  return (counts_n_valid(p) ? kCountBytes : 0) +
+         (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0);
+}
+
+// loss = lse - (1 - eps) x_t - eps mean(x) with lse = m + log_s, written so
+// that lse's large parts cancel first: m - x_t and m - mean(x) are exact-ish.
+// The eps term only when eps > 0, as torch: a -inf logit must not give 0 * inf.
+template <class A>
+TC_HD inline A row_loss(A m, A log_s, A xt, A sum_x, A eps, int64_t cols) {
+  A loss = log_s + (A(1) - eps) * (m - xt);
+  if (eps > A(0)) loss += eps * (m - sum_x / A(cols));
+  return loss;
+}
+
+}  // namespace ce

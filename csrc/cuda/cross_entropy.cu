@@ -1,0 +1,472 @@
+// cross_entropy: the loss of logits [rows, cols] against int64 class targets
+// and, in the same pass, its gradient; and the backward, an in-place scale of
+// that gradient by grad_loss. The math is in cross_entropy.h.
+//
+// Forward, WIDTH threads per row (a warp up to 1024 classes, 8 rows a block;
+// 256 threads up to 8192; 1024 threads above):
+//   pass 1  reads the row once with 16-byte loads, 4 in flight per thread,
+//           into a per-thread online (max, sum exp(x - max), sum x); the
+//           threads merge through shuffles and shared memory;
+//   pass 2  (only when the gradient is asked for) reads the row again, back
+//           to front, and writes (softmax - (1-eps) onehot - eps/V) * scale.
+// Ignored rows skip pass 1 and write zeros. Each row's loss goes to the
+// workspace in fp32; for MEAN/SUM one block adds them in a fixed order
+// (bit-identical run to run). MEAN's n_valid is counted by a one-block
+// pre-pass on the device (no host sync, CUDA-graph safe) unless given.
+//
+// Bytes, bf16, N = 8192, V = 128256, fwd+bwd with loss.backward() of the mean:
+// the logits are read once from DRAM (2.1 GB) and the gradient written once
+// (2.1 GB): 2 N V s = 4.2 GB, ~1.5 ms at 2.8 TB/s. The backward reads
+// grad_loss, sees exactly 1.0 and returns. The second read of a row must come
+// from L2, so the grid is persistent with as many rows in flight as fit in
+// half the L2, and at least one per SM (132 x 256.5 KB = 34 MB of H100's
+// 50 MB); pass 2 walks the row back to front, so the most recently loaded
+// lines are read first, with streaming (evict-first) loads and stores that do
+// not push out the rows other SMs are still in pass 1 of. Expected: 2.6-2.8
+// TB/s, 87-93% of the 3.0 TB/s copy (torch.compile 1.46, Liger 1.73); every
+// L2 miss in pass 2 costs a DRAM read, down to ~2.0 TB/s if all missed.
+// Without the gradient (no_grad): N V s bytes, one pass.
+//
+// Targets outside [0, V) other than ignore_index are never dereferenced: the
+// row's loss and its gradient row are NaN (the CPU path raises instead).
+#include "../cross_entropy.h"
+#include "../cross_entropy_math.h"
+#include "../softmax_math.h"
+#include "reduce.cuh"
+
+namespace {
+
+// 16-byte loads in flight per thread: 4 in pass 1 (DRAM: 64 KB per SM with
+// 1024 threads), 2 in pass 2 (mostly L2 hits; 4 there took the bf16 kernel
+// past 64 registers and into spills).
+constexpr int kUnroll = 4, kUnroll2 = 2;
+
+// ---------------------------------------------------------------------------
+// per-thread statistics
+
+// exp(d) for d = x - max <= 0: one MUFU.EX2 (2^-22 relative; d * log2(e)
+// rounds at 2^-24 of |d|, so the large terms are the exact ones). Flushing
+// results below 2^-126 to zero changes no probability that survives in the
+// sum; -inf gives +0. Exact exp in double.
+__device__ __forceinline__ float exp_shift(float d) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(d * 1.4426950408889634f));
+  return y;
+}
+__device__ __forceinline__ double exp_shift(double d) { return ::exp(d); }
+
+// Adds n values to (m, s, sum_x), rescaling s once per group, not per value
+// (~7 instructions a value). m stays -inf only while every value so far was
+// -inf: those add 0. A NaN anywhere makes sum_x NaN, which the caller turns
+// into a NaN row (as torch); +inf makes s NaN through exp(inf - inf).
+template <int N, class A>
+__device__ __forceinline__ void accumulate(const A (&v)[N], A& m, A& s, A& sum_x) {
+  A vmax = v[0];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    vmax = fmax(vmax, v[j]);
+    sum_x += v[j];
+  }
+  if (vmax > m) {
+    s *= exp_shift(m - vmax);  // m = -inf: s = 0 * 0
+    m = vmax;
+  }
+  if (m != A(-INFINITY)) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += exp_shift(v[j] - m);
+  }
+}
+
+template <int WIDTH, class A>
+__device__ __forceinline__ void warp_merge(A& m, A& s, A& sum_x) {
+  // xor butterfly: every op is commutative, so all lanes end bit-identical
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const A m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    sum_x += __shfl_xor_sync(0xffffffffu, sum_x, o);
+    online_merge(m, s, m2, s2);
+  }
+}
+
+// All WIDTH threads of the row end with the row's (m, s, sum_x). Also the
+// barrier that orders pass 1's reads before pass 2's writes (in place).
+template <int WIDTH, class A>
+__device__ __forceinline__ void merge_row(A& m, A& s, A& sum_x, A (*shared)[32]) {
+  warp_merge<WIDTH>(m, s, sum_x);
+  if constexpr (WIDTH > 32) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();  // the previous row's readers are done with `shared`
+    if (lane == 0) shared[0][warp] = m, shared[1][warp] = s, shared[2][warp] = sum_x;
+    __syncthreads();
+    if (warp == 0) {
+      m = lane < WIDTH / 32 ? shared[0][lane] : A(-INFINITY);
+      s = lane < WIDTH / 32 ? shared[1][lane] : A(0);
+      sum_x = lane < WIDTH / 32 ? shared[2][lane] : A(0);
+      warp_merge<32>(m, s, sum_x);
+      if (lane == 0) shared[0][0] = m, shared[1][0] = s, shared[2][0] = sum_x;
+    }
+    __syncthreads();
+    m = shared[0][0], s = shared[1][0], sum_x = shared[2][0];
+  } else {
+    __syncwarp();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// VEC elements as raw bits. Sixteen bytes are held as four 32-bit words, one
+// register each, and unpacked one vector at a time: a Vec<__nv_bfloat16>
+// lives in a register per element, and 4 of them in flight took the 1024-
+// thread kernel past its 64 registers into spills. Pass 2's accesses are
+// streaming (ld/st.global.cs, evict-first): its rows are not read again.
+
+__device__ __forceinline__ void unpack_words(const uint32_t (&w)[4], float (&a)[4], float) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) a[k] = __uint_as_float(w[k]);
+}
+__device__ __forceinline__ void unpack_words(const uint32_t (&w)[4], double (&a)[2], double) {
+#pragma unroll
+  for (int k = 0; k < 2; ++k) a[k] = __hiloint2double(int(w[2 * k + 1]), int(w[2 * k]));
+}
+__device__ __forceinline__ void unpack_words(const uint32_t (&w)[4], float (&a)[8], __nv_bfloat16) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a[2 * k] = __uint_as_float(w[k] << 16);
+    a[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void unpack_words(const uint32_t (&w)[4], float (&a)[8], __half) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a[2 * k] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[k] & 0xffffu)));
+    a[2 * k + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[k] >> 16)));
+  }
+}
+
+__device__ __forceinline__ void pack_words(uint32_t (&w)[4], const float (&a)[4], float) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) w[k] = __float_as_uint(a[k]);
+}
+__device__ __forceinline__ void pack_words(uint32_t (&w)[4], const double (&a)[2], double) {
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    w[2 * k] = uint32_t(__double2loint(a[k]));
+    w[2 * k + 1] = uint32_t(__double2hiint(a[k]));
+  }
+}
+__device__ __forceinline__ void pack_words(uint32_t (&w)[4], const float (&a)[8], __nv_bfloat16) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // both round to nearest even, as from_acc
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a[2 * k], a[2 * k + 1]);
+    w[k] = uint32_t(__bfloat16_as_ushort(h.x)) | uint32_t(__bfloat16_as_ushort(h.y)) << 16;
+  }
+}
+__device__ __forceinline__ void pack_words(uint32_t (&w)[4], const float (&a)[8], __half) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const __half2 h = __floats2half2_rn(a[2 * k], a[2 * k + 1]);
+    w[k] = uint32_t(__half_as_ushort(h.x)) | uint32_t(__half_as_ushort(h.y)) << 16;
+  }
+}
+
+template <class T, int VEC, bool FULL = VEC * sizeof(T) == 16>
+struct Chunk {  // VEC == 1: one element
+  T v;
+  __device__ __forceinline__ void load(const T* p) { v = *p; }
+  __device__ __forceinline__ void load_cs(const T* p) { v = *p; }
+  __device__ __forceinline__ void store_cs(T* p) const { *p = v; }
+  __device__ __forceinline__ void unpack(acc_t<T> (&a)[1]) const { a[0] = to_acc(v); }
+  __device__ __forceinline__ void pack(const acc_t<T> (&a)[1]) { v = from_acc<T>(a[0]); }
+};
+
+template <class T, int VEC>
+struct Chunk<T, VEC, true> {  // 16 bytes: the pointers are 16-byte aligned
+  uint32_t w[4];
+  __device__ __forceinline__ void set(uint4 u) { w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w; }
+  __device__ __forceinline__ uint4 get() const { return make_uint4(w[0], w[1], w[2], w[3]); }
+  __device__ __forceinline__ void load(const T* p) { set(*reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void load_cs(const T* p) { set(__ldcs(reinterpret_cast<const uint4*>(p))); }
+  __device__ __forceinline__ void store_cs(T* p) const { __stcs(reinterpret_cast<uint4*>(p), get()); }
+  __device__ __forceinline__ void unpack(acc_t<T> (&a)[VEC]) const { unpack_words(w, a, T{}); }
+  __device__ __forceinline__ void pack(const acc_t<T> (&a)[VEC]) { pack_words(w, a, T{}); }
+};
+
+// ---------------------------------------------------------------------------
+// kernels
+
+// A row is [head scalars][nvec aligned VEC-vectors][tail scalars]: head takes
+// the row to a 16-byte boundary (rows of odd length, e.g. V = 50257, start
+// anywhere), so every row gets vector loads. grad and logits share the
+// alignment (checked by the launcher; VEC = 1 otherwise).
+template <class T, int WIDTH, int VEC>
+__global__ void __launch_bounds__(WIDTH < 256 ? 256 : WIDTH)
+ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, int64_t rows,
+                  int cols, int64_t ignore_index, acc_t<T> eps,
+                  const int64_t* __restrict__ n_valid, acc_t<T>* __restrict__ row_loss,
+                  T* __restrict__ loss_rows) {
+  using A = acc_t<T>;
+  constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
+  __shared__ A shared[3][32];
+  const int lane = threadIdx.x % WIDTH;
+  const A scale = n_valid ? A(1) / A(*n_valid) : A(1);
+  const A one_minus_eps = A(1) - eps, smooth = eps / A(cols);
+  // Uniform across the block when WIDTH >= 256 (merge_row has barriers).
+  for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / WIDTH; r < rows;
+       r += int64_t(gridDim.x) * kRowsPerBlock) {
+    const int64_t t64 = target[r];
+    const T* x = logits + r * cols;
+    T* g = grad ? grad + r * cols : nullptr;
+    // Row offsets fit in int: the launcher checks cols < 2^31.
+    const int head = VEC > 1 ? min(cols, int(((16 - (reinterpret_cast<uintptr_t>(x) & 15)) & 15) / sizeof(T))) : 0;
+    const int nvec = (cols - head) / VEC, tail = head + nvec * VEC;
+    const T* xv = x + head;
+    T* gv = g ? g + head : nullptr;
+    A loss;
+    if (t64 == ignore_index || t64 < 0 || t64 >= cols) {
+      const A fill = t64 == ignore_index ? A(0) : A(NAN);
+      loss = fill;
+      if (g) {
+        A a[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[j] = fill;
+        Chunk<T, VEC> f;
+        f.pack(a);
+        for (int i = lane; i < nvec; i += WIDTH) f.store_cs(gv + i * VEC);
+        if (lane < head) g[lane] = from_acc<T>(fill);
+        if (lane < cols - tail) g[tail + lane] = from_acc<T>(fill);
+      }
+    } else {
+      const int t = int(t64);
+      // pass 1: statistics
+      A m = -INFINITY, s = 0, sum_x = 0;
+      const A xt = to_acc(x[t]);  // before merge_row's barrier: g may be x
+      if (lane < head) accumulate<1>({A(to_acc(x[lane]))}, m, s, sum_x);
+      if (lane < cols - tail) accumulate<1>({A(to_acc(x[tail + lane]))}, m, s, sum_x);
+      for (int i = lane; i < nvec; i += WIDTH * kUnroll) {
+        Chunk<T, VEC> v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if (i + u * WIDTH < nvec) v[u].load(xv + (i + u * WIDTH) * VEC);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (i + u * WIDTH >= nvec) break;
+          A a[VEC];
+          v[u].unpack(a);
+          accumulate<VEC>(a, m, s, sum_x);
+        }
+      }
+      merge_row<WIDTH>(m, s, sum_x, shared);
+      online_finish(m, s);
+      if (sum_x != sum_x) s = A(NAN);
+      loss = ce::row_loss(m, A(::log(s)), xt, sum_x, eps, cols);
+
+      // pass 2: the gradient, groups of WIDTH * kUnroll2 vectors, last first:
+      // g = p * (scale / s) - scale * eps / V, and - scale * (1 - eps) at t.
+      if (g) {
+        const A p_scale = scale / s, bias = -smooth * scale, at_target = one_minus_eps * scale;
+        auto grad_of = [&](A xc, int c) {
+          return exp_shift(xc - m) * p_scale + bias - (c == t ? at_target : A(0));
+        };
+        constexpr int kStep = WIDTH * kUnroll2;
+        for (int base = (nvec + kStep - 1) / kStep * kStep - kStep; base >= 0; base -= kStep) {
+          const int i = base + lane;
+          Chunk<T, VEC> v[kUnroll2];
+#pragma unroll
+          for (int u = 0; u < kUnroll2; ++u)
+            if (i + u * WIDTH < nvec) v[u].load_cs(xv + (i + u * WIDTH) * VEC);
+#pragma unroll
+          for (int u = 0; u < kUnroll2; ++u) {
+            if (i + u * WIDTH >= nvec) break;
+            const int c0 = head + (i + u * WIDTH) * VEC;
+            A a[VEC];
+            v[u].unpack(a);
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) a[j] = exp_shift(a[j] - m) * p_scale + bias;
+            if (unsigned(t - c0) < unsigned(VEC)) {  // one vector of the row holds t
+#pragma unroll
+              for (int j = 0; j < VEC; ++j)
+                if (c0 + j == t) a[j] -= at_target;
+            }
+            v[u].pack(a);
+            v[u].store_cs(gv + (i + u * WIDTH) * VEC);
+          }
+        }
+        if (lane < head) g[lane] = from_acc<T>(grad_of(to_acc(x[lane]), lane));
+        if (lane < cols - tail) g[tail + lane] = from_acc<T>(grad_of(to_acc(x[tail + lane]), tail + lane));
+      }
+    }
+    if (lane == 0) {
+      if (row_loss) row_loss[r] = loss;
+      if (loss_rows) loss_rows[r] = from_acc<T>(loss);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(1024)
+ce_count_kernel(const int64_t* __restrict__ target, int64_t rows, int64_t ignore_index,
+                int64_t* __restrict__ n_valid) {
+  __shared__ long long scratch[32];
+  long long n = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) n += target[r] != ignore_index;
+  n = block_sum(n, scratch);
+  if (threadIdx.x == 0) *n_valid = n;
+}
+
+// One block, fixed order: thread k adds rows k, k + 1024, ..., then a fixed tree.
+template <class T>
+__global__ void __launch_bounds__(1024)
+ce_reduce_kernel(const acc_t<T>* __restrict__ row_loss, int64_t rows,
+                 const int64_t* __restrict__ n_valid, T* __restrict__ loss) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  A acc = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) acc += row_loss[r];
+  acc = block_sum(acc, scratch);
+  if (threadIdx.x == 0) *loss = from_acc<T>(n_valid ? acc / A(*n_valid) : acc);
+}
+
+// grad[r, :] *= scale[per_row ? r : 0], skipped (no read of grad) where the
+// scale is exactly 1. Block (x, y): rows y, y + gridDim.y, ...; x strides the
+// row's 16-byte vectors. VEC > 1 needs 16-byte aligned rows (or one row).
+template <class T, int VEC>
+__global__ void __launch_bounds__(256)
+ce_backward_kernel(T* __restrict__ grad, const T* __restrict__ scale, int64_t rows, int64_t cols,
+                   int per_row) {
+  using A = acc_t<T>;
+  const int64_t nvec = cols / VEC;
+  const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const A s = to_acc(scale[per_row ? r : 0]);
+    if (s == A(1)) continue;
+    T* g = grad + r * cols;
+    for (int64_t i = start; i < nvec; i += stride) {
+      Vec<T> v = load_vec(g + i * VEC);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v.v[j] = from_acc<T>(A(to_acc(v.v[j])) * s);
+      store_vec(g + i * VEC, v);
+    }
+    if (start < cols - nvec * VEC) {
+      T& e = g[nvec * VEC + start];
+      e = from_acc<T>(A(to_acc(e)) * s);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// launch helpers
+
+tc_status cuda_error(const char* op, const char* what, cudaError_t err) {
+  cudaGetLastError();  // clear it: the next launch's check must not see it
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
+    return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: %s", op, cudaGetErrorString(err));
+  return tc_fail(TC_ERR_CUDA, "%s: %s failed: %s", op, what, cudaGetErrorString(err));
+}
+
+// A persistent grid: per SM as many blocks as can be resident, but no more
+// rows in flight than fit in half the L2 (pass 2 re-reads them), never fewer
+// than one block per SM.
+template <class Kernel>
+tc_status persistent_grid(const char* op, Kernel kernel, int threads, int64_t blocks,
+                          int64_t bytes_per_block, unsigned* grid) {
+  int dev = 0, sms = 0, l2 = 0, resident = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0);
+  if (err != cudaSuccess) return cuda_error(op, "querying the device", err);
+  const int64_t fit = int64_t(l2) / 2 / (int64_t(sms) * bytes_per_block);
+  const int64_t per_sm = fit < 1 ? 1 : (fit < resident ? fit : resident);
+  const int64_t g = blocks < sms * per_sm ? blocks : sms * per_sm;
+  *grid = unsigned(g < 1 ? 1 : g);
+  return TC_OK;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// launchers
+
+tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
+  const char* op = "cross_entropy";
+  TC_RETURN_IF_ERROR(ce::check(p, op));
+  const size_t need = ce::workspace_bytes(*p);
+  TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
+             "%s: workspace of %zu bytes needed, %zu given", op, need, p->workspace_bytes);
+  TC_REQUIRE(p->cols < INT32_MAX - 16, "%s: cols must be < 2^31, got %lld", op, (long long)p->cols);
+  cudaStream_t stream = as_stream(p->stream);
+  const int64_t rows = p->rows;
+  const int cols = int(p->cols);
+  const bool mean = p->reduction == TC_REDUCTION_MEAN;
+  char* ws = static_cast<char*>(p->workspace);
+  int64_t* counted = ce::counts_n_valid(*p) ? reinterpret_cast<int64_t*>(ws) : nullptr;
+  const int64_t* n_valid = mean ? (p->n_valid ? p->n_valid : counted) : nullptr;
+  if (counted) {
+    ce_count_kernel<<<1, 1024, 0, stream>>>(p->target, rows, p->ignore_index, counted);
+    TC_RETURN_IF_ERROR(check_launch(op));
+  }
+  return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    A* row_loss = static_cast<A*>(p->row_loss);
+    if (ce::row_losses_in_workspace(*p))
+      row_loss = reinterpret_cast<A*>(ws + (counted ? ce::kCountBytes : 0));
+    T* loss_rows = p->reduction == TC_REDUCTION_NONE ? static_cast<T*>(p->loss) : nullptr;
+    const T* x = static_cast<const T*>(p->logits);
+    T* g = static_cast<T*>(p->grad_logits);
+    auto launch = [&](auto width, auto vec) -> tc_status {
+      constexpr int W = decltype(width)::value, V = decltype(vec)::value;
+      constexpr int threads = W < 256 ? 256 : W, rows_per_block = threads / W;
+      auto kernel = ce_forward_kernel<T, W, V>;
+      unsigned grid = 1;
+      TC_RETURN_IF_ERROR(persistent_grid(op, kernel, threads, (rows + rows_per_block - 1) / rows_per_block,
+                                         rows_per_block * int64_t(cols) * int64_t(sizeof(T)), &grid));
+      kernel<<<grid, threads, 0, stream>>>(x, p->target, g, rows, cols, p->ignore_index,
+                                           A(p->label_smoothing), g ? n_valid : nullptr, row_loss,
+                                           loss_rows);
+      return check_launch(op);
+    };
+    // Rows start 16-byte aligned or not (odd V); vectors need grad and logits
+    // to be misaligned alike (always so in place or for fresh buffers).
+    const bool same_alignment = !g || (reinterpret_cast<uintptr_t>(g) - reinterpret_cast<uintptr_t>(x)) % 16 == 0;
+    auto by_width = [&](auto vec) -> tc_status {
+      if (cols <= 1024) return launch(std::integral_constant<int, 32>{}, vec);
+      if (cols <= 8192) return launch(std::integral_constant<int, 256>{}, vec);
+      return launch(std::integral_constant<int, 1024>{}, vec);
+    };
+    if (rows > 0) {
+      TC_RETURN_IF_ERROR(same_alignment ? by_width(std::integral_constant<int, Vec<T>::size>{})
+                                        : by_width(std::integral_constant<int, 1>{}));
+    }
+    if (!p->loss || p->reduction == TC_REDUCTION_NONE) return TC_OK;
+    ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_loss, rows, n_valid, static_cast<T*>(p->loss));
+    return check_launch(op);
+  });
+}
+
+tc_status tc_cross_entropy_backward_cuda(const tc_cross_entropy_backward_params* p) {
+  const char* op = "cross_entropy_backward";
+  TC_REQUIRE(p, "%s: params is NULL", op);
+  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
+  if (p->rows * p->cols == 0) return TC_OK;
+  TC_REQUIRE(p->grad_logits && p->grad_loss, "%s: grad_logits or grad_loss is NULL", op);
+  return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    auto launch = [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      // ~2048 blocks in all: a row each when there are many rows, a row
+      // spread over up to 2048 blocks when there is one.
+      const int64_t gy = p->rows < 65535 ? p->rows : 65535;
+      const int64_t col_blocks = (p->cols / V + 255) / 256;
+      int64_t gx = (2048 + gy - 1) / gy;
+      gx = gx < col_blocks ? gx : col_blocks;
+      ce_backward_kernel<T, V><<<dim3(unsigned(gx < 1 ? 1 : gx), unsigned(gy)), 256, 0, as_stream(p->stream)>>>(
+          static_cast<T*>(p->grad_logits), static_cast<const T*>(p->grad_loss), p->rows, p->cols, p->per_row);
+    };
+    const bool rows_aligned = p->rows == 1 || (p->cols * int64_t(sizeof(T))) % 16 == 0;
+    if (aligned16(p->grad_logits) && rows_aligned)
+      launch(std::integral_constant<int, Vec<T>::size>{});
+    else
+      launch(std::integral_constant<int, 1>{});
+    return check_launch(op);
+  });
+}

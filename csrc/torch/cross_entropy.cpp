@@ -1,0 +1,64 @@
+// cross_entropy (the loss, and with compute_grad its gradient from the same
+// pass) and cross_entropy_backward (that gradient scaled in place by
+// grad_loss): torch layer. logits [rows, classes], target [rows] int64.
+#include <vector>
+
+#include "cross_entropy_args.h"
+
+namespace {
+using namespace tc_torch;
+
+std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+                                                 int64_t ignore_index, c10::string_view reduction,
+                                                 double label_smoothing, bool compute_grad) {
+  const char* op = "cross_entropy";
+  check_args(op, {{"logits", logits}});
+  TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
+           "logits must be 2-D [rows, classes] with at least one class, got %s",
+           shape_str(logits.sizes()).c_str());
+  check_target(op, target, logits, "logits");
+  const int red = parse_reduction(op, reduction);
+  check_label_smoothing(op, label_smoothing);
+  const at::Tensor x = logits.contiguous(), t = target.contiguous();
+  const int64_t rows = x.size(0), cols = x.size(1);
+  at::Tensor loss = empty_contiguous(red == TC_REDUCTION_NONE ? std::vector<int64_t>{rows}
+                                                              : std::vector<int64_t>{}, x);
+  at::Tensor grad = empty_contiguous(compute_grad ? x.sizes() : at::IntArrayRef{0}, x);
+  tc_cross_entropy_params p{dtype_of(x), rows, cols, ignore_index, red, label_smoothing, x.data_ptr(),
+                            t.const_data_ptr<int64_t>(), loss.data_ptr(),
+                            compute_grad ? grad.data_ptr() : nullptr, nullptr, nullptr, nullptr, 0,
+                            nullptr};
+  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda,
+                      tc_cross_entropy_workspace_size, p);
+  return {loss, grad};
+}
+
+// grad_loss: 0-dim (one scale) or grad_logits' shape without its last dim.
+void cross_entropy_backward(const at::Tensor& grad_logits, const at::Tensor& grad_loss) {
+  const char* op = "cross_entropy_backward";
+  check_args(op, {{"grad_logits", grad_logits}, {"grad_loss", grad_loss}});
+  TC_CHECK(grad_logits.is_contiguous(), op, "grad_logits must be contiguous (it is scaled in place)");
+  const bool per_row = grad_loss.dim() > 0;
+  TC_CHECK(!per_row || (grad_logits.dim() >= 1 &&
+                        grad_loss.sizes() == grad_logits.sizes().slice(0, grad_logits.dim() - 1)),
+           op, "grad_loss must be 0-dim or have shape %s (grad_logits' rows), got %s",
+           shape_str(grad_logits.dim() >= 1 ? grad_logits.sizes().slice(0, grad_logits.dim() - 1)
+                                            : grad_logits.sizes()).c_str(),
+           shape_str(grad_loss.sizes()).c_str());
+  if (grad_logits.numel() == 0) return;
+  const at::Tensor scale = grad_loss.contiguous();
+  const int64_t cols = per_row ? grad_logits.size(-1) : grad_logits.numel();
+  call(op, grad_logits, tc_cross_entropy_backward_cpu, tc_cross_entropy_backward_cuda,
+       tc_cross_entropy_backward_params{dtype_of(grad_logits), grad_logits.numel() / cols, cols,
+                                        per_row ? 1 : 0, grad_logits.data_ptr(), scale.data_ptr(),
+                                        nullptr});
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("cross_entropy", &cross_entropy);
+  m.impl("cross_entropy_backward", &cross_entropy_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)

@@ -1,0 +1,45 @@
+// Argument checks shared by cross_entropy and fused_linear_cross_entropy.
+#pragma once
+#include <string>
+
+#include "../cross_entropy.h"
+#include "torch_utils.h"
+
+namespace tc_torch {
+
+inline int parse_reduction(const char* op, c10::string_view reduction) {
+  if (reduction == "none") return TC_REDUCTION_NONE;
+  if (reduction == "mean") return TC_REDUCTION_MEAN;
+  if (reduction == "sum") return TC_REDUCTION_SUM;
+  fail(op, fmt("reduction must be 'mean', 'sum' or 'none', got '%s'", std::string(reduction).c_str()));
+}
+
+inline void check_label_smoothing(const char* op, double eps) {
+  TC_CHECK(eps >= 0.0 && eps <= 1.0, op, "label_smoothing must be in [0, 1], got %g", eps);
+}
+
+// target: int64 class indices, one per row, on `like`'s device.
+inline void check_target(const char* op, const at::Tensor& target, const at::Tensor& like,
+                         const char* like_name) {
+  TC_CHECK(target.defined(), op, "target is undefined");
+  TC_CHECK(target.scalar_type() == at::kLong, op, "target must be int64 class indices, got %s",
+           dtype_str(target));
+  TC_CHECK(target.device() == like.device(), op, "target is on %s but %s is on %s",
+           target.device().str().c_str(), like_name, like.device().str().c_str());
+  TC_CHECK(target.dim() == 1 && target.size(0) == like.size(0), op,
+           "target must have shape [%lld] (%s's rows), got %s", (long long)like.size(0), like_name,
+           shape_str(target.sizes()).c_str());
+}
+
+// The CPU core checks targets per call; a chunked caller checks them all
+// first, so the message names the row of the whole batch.
+inline void check_target_range(const char* op, const at::Tensor& target, int64_t ignore_index,
+                               int64_t classes) {
+  const int64_t* t = target.const_data_ptr<int64_t>();
+  for (int64_t r = 0; r < target.numel(); ++r)
+    TC_CHECK(t[r] == ignore_index || (t[r] >= 0 && t[r] < classes), op,
+             "target %lld at row %lld is out of range [0, %lld)", (long long)t[r], (long long)r,
+             (long long)classes);
+}
+
+}  // namespace tc_torch

@@ -1,0 +1,95 @@
+"""cross_entropy: torch.nn.functional.cross_entropy for class-index targets
+(2-D logits [N, V], or 1-D [V] with a 0-dim target), with label smoothing.
+
+The gradient comes from the forward pass itself: when gradients are needed
+the forward kernel writes d loss / d logits (for grad_loss = 1) while it
+computes the loss, so neither the float softmax nor a second pass over the
+logits exists (llm.c's fused classifier). The backward,
+tinycuda::cross_entropy_backward, scales that saved gradient in place by
+grad_loss, and leaves it alone where grad_loss is exactly 1 (loss.backward()
+of a mean or sum), which it reads on the device: no host sync.
+
+Because the saved gradient is scaled in place, a graph through
+cross_entropy can be backpropagated once: a second backward
+(retain_graph=True) fails with torch's "modified by an inplace operation"
+error rather than returning a wrong gradient.
+"""
+import torch
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """F.cross_entropy(logits, target, ignore_index=..., reduction=..., label_smoothing=...).
+
+    logits [N, V] (or [V] with a 0-dim target), target int64 class indices;
+    the loss has logits' dtype, computed in float32 (float64 for double).
+    On CUDA a target outside [0, V) other than ignore_index gives that row a
+    NaN loss and a NaN gradient row (the CPU raises an error naming the row).
+    """
+    single = logits.dim() == 1
+    if single:
+        torch._check(target.dim() == 0, lambda: "tinycuda::cross_entropy: 1-D logits need a 0-dim target")
+        logits, target = logits.unsqueeze(0), target.reshape(1)
+    compute_grad = torch.is_grad_enabled() and logits.requires_grad
+    loss, _ = torch.ops.tinycuda.cross_entropy(logits, target, ignore_index, reduction, label_smoothing,
+                                               compute_grad)
+    return loss.reshape(()) if single and reduction == "none" else loss
+
+
+def check_target(op, rows, target):
+    torch._check(target.dtype == torch.int64,
+                 lambda: f"tinycuda::{op}: target must be int64 class indices, got {target.dtype}")
+    torch._check(target.dim() == 1 and target.shape[0] == rows,
+                 lambda: f"tinycuda::{op}: target must have shape [{rows}], got {list(target.shape)}")
+
+
+def check_reduction(op, reduction, label_smoothing):
+    torch._check(reduction in REDUCTIONS,
+                 lambda: f"tinycuda::{op}: reduction must be 'mean', 'sum' or 'none', got '{reduction}'")
+    torch._check(0.0 <= label_smoothing <= 1.0,
+                 lambda: f"tinycuda::{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+
+
+@torch.library.register_fake("tinycuda::cross_entropy")
+def _cross_entropy_fake(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+                        compute_grad=False):
+    torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
+                 lambda: "tinycuda::cross_entropy: logits must be 2-D [rows, classes] with at least one class")
+    check_target("cross_entropy", logits.shape[0], target)
+    check_reduction("cross_entropy", reduction, label_smoothing)
+    loss = logits.new_empty((logits.shape[0],) if reduction == "none" else ())
+    return loss, logits.new_empty(logits.shape if compute_grad else (0,))
+
+
+@torch.library.register_fake("tinycuda::cross_entropy_backward")
+def _cross_entropy_backward_fake(grad_logits, grad_loss):
+    torch._check(grad_loss.dim() == 0 or tuple(grad_loss.shape) == tuple(grad_logits.shape[:-1]),
+                 lambda: "tinycuda::cross_entropy_backward: grad_loss must be 0-dim or have grad_logits' rows")
+
+
+def _setup(ctx, inputs, output):
+    _, grad = output
+    ctx.mark_non_differentiable(grad)
+    ctx.save_for_backward(grad)
+    ctx.compute_grad = inputs[5]
+
+
+def _backward(ctx, grad_loss, _):
+    if not ctx.compute_grad:
+        raise RuntimeError("tinycuda::cross_entropy: the forward ran with compute_grad=False, so there is "
+                           "no gradient to backpropagate (tinycuda.cross_entropy sets it when needed)")
+    (grad,) = ctx.saved_tensors
+    scale_saved(grad, grad_loss)
+    return grad, None, None, None, None, None
+
+
+def scale_saved(grad, grad_loss):
+    """grad *= grad_loss in place, and a new version for autograd: unpacking
+    the saved gradient again (a second backward) then raises torch's
+    "modified by an inplace operation" error."""
+    torch.ops.tinycuda.cross_entropy_backward(grad, grad_loss)
+    torch.autograd.graph.increment_version(grad)
+
+
+torch.library.register_autograd("tinycuda::cross_entropy", _backward, setup_context=_setup)
