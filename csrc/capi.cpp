@@ -34,12 +34,16 @@ size_t tc_params_sizeof(const char* name) {
   if (!name) return 0;
 #define TC_SIZE(T) \
   if (std::strcmp(name, #T) == 0) return sizeof(T);
+  TC_SIZE(tc_layer_norm_params)
+  TC_SIZE(tc_layer_norm_backward_params)
   TC_SIZE(tc_linear_params)
   TC_SIZE(tc_linear_backward_params)
   TC_SIZE(tc_relu_params)
   TC_SIZE(tc_relu_backward_params)
   TC_SIZE(tc_relu_mask_params)
   TC_SIZE(tc_relu_mask_backward_params)
+  TC_SIZE(tc_rms_norm_params)
+  TC_SIZE(tc_rms_norm_backward_params)
   TC_SIZE(tc_scale_bias_relu_params)
   TC_SIZE(tc_scale_bias_relu_backward_params)
   TC_SIZE(tc_softmax_params)

@@ -1,8 +1,10 @@
 // Built only without CUDA: every CUDA entry point of the core exists and
 // reports TC_ERR_NO_CUDA, so callers (the torch layer, libtinycuda) link the
 // same way in both configurations.
+#include "layer_norm.h"
 #include "linear.h"
 #include "relu.h"
+#include "rms_norm.h"
 #include "scale_bias_relu.h"
 #include "softmax.h"
 #include "square.h"
@@ -14,12 +16,16 @@
     return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: tinycuda was built without CUDA", #fn);    \
   }
 
+TC_NO_CUDA(tc_layer_norm_cuda, tc_layer_norm_params)
+TC_NO_CUDA(tc_layer_norm_backward_cuda, tc_layer_norm_backward_params)
 TC_NO_CUDA(tc_linear_cuda, tc_linear_params)
 TC_NO_CUDA(tc_linear_backward_cuda, tc_linear_backward_params)
 TC_NO_CUDA(tc_relu_cuda, tc_relu_params)
 TC_NO_CUDA(tc_relu_backward_cuda, tc_relu_backward_params)
 TC_NO_CUDA(tc_relu_mask_cuda, tc_relu_mask_params)
 TC_NO_CUDA(tc_relu_mask_backward_cuda, tc_relu_mask_backward_params)
+TC_NO_CUDA(tc_rms_norm_cuda, tc_rms_norm_params)
+TC_NO_CUDA(tc_rms_norm_backward_cuda, tc_rms_norm_backward_params)
 TC_NO_CUDA(tc_scale_bias_relu_cuda, tc_scale_bias_relu_params)
 TC_NO_CUDA(tc_scale_bias_relu_backward_cuda, tc_scale_bias_relu_backward_params)
 TC_NO_CUDA(tc_softmax_cuda, tc_softmax_params)

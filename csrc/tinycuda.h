@@ -28,8 +28,10 @@
 #define TINYCUDA_H
 
 #include "common.h"
+#include "layer_norm.h"
 #include "linear.h"
 #include "relu.h"
+#include "rms_norm.h"
 #include "scale_bias_relu.h"
 #include "softmax.h"
 #include "square.h"

@@ -12,7 +12,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_FROM_OPS = ("linear", "log_softmax", "relu", "scale_bias_relu", "softmax", "square", "sum")
+_FROM_OPS = ("layer_norm", "linear", "log_softmax", "relu", "rms_norm", "scale_bias_relu", "softmax", "square",
+             "sum")
 __all__ = [*_FROM_OPS, "nn", "ops", "capi", "build_info"]
 
 

@@ -15,6 +15,7 @@ speedup over eager and torch.compile; the peak memory a call allocates.
 Without a GPU the CPU kernels run at small shapes and the figures say so.
 """
 import datetime
+import importlib
 import json
 import math
 import os
@@ -68,6 +69,18 @@ def _sbr_bytes(shape, mode, s):
                     "fwd+bwd": 5 * n * s + 2 * c * s}[mode]
 
 
+def _norm_bytes(shape, mode, s):
+    """fwd reads x and writes y; bwd reads x and grad_y and writes grad_x
+    (weight, bias, their gradients and the per-row statistics are < 0.1%)."""
+    n = math.prod(shape)
+    return "GB/s", {"fwd": 2 * n * s, "bwd": 3 * n * s, "fwd+bwd": 5 * n * s}[mode]
+
+
+def _liger(name):
+    """liger_kernel.transformers.functional.<name>, imported on first use."""
+    return getattr(importlib.import_module("liger_kernel.transformers.functional"), name)
+
+
 def _linear_flops(shape, mode, s):
     m, n, k = shape
     return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
@@ -80,6 +93,9 @@ def _randn(*shape, dtype, device):
 EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
              "all": [(256, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, 8192)],
              "cpu": [(256, 512), (1024, 1024)]}
+
+NORM_SHAPES = {"small": [(4096, 4096)], "large": [(32768, 4096)],
+               "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 8192)], "cpu": [(256, 512)]}
 
 SPECS = {
     "relu": OpSpec("relu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
@@ -96,6 +112,19 @@ SPECS = {
                            "cpu": [(256, 512)]},
         lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
         lambda x: tinycuda.softmax(x, -1), lambda x: torch.softmax(x, -1), _elementwise_bytes(1, 2)),
+    # weight and bias near 1 and 0, as trained models have them; rms_norm takes
+    # LLaMA's eps=1e-6 for all three implementations (its default differs by dtype)
+    "layer_norm": OpSpec(
+        "layer_norm", MODES, NORM_SHAPES,
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), 1 + 0.1 * _randn(sh[-1], dtype=dt, device=dev),
+                             0.1 * _randn(sh[-1], dtype=dt, device=dev)],
+        lambda x, w, b: tinycuda.layer_norm(x, x.shape[-1:], w, b), lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
+        _norm_bytes, liger=lambda x, w, b: _liger("liger_layer_norm")(x, w, b, 1e-5)),
+    "rms_norm": OpSpec(
+        "rms_norm", MODES, NORM_SHAPES,
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), 1 + 0.1 * _randn(sh[-1], dtype=dt, device=dev)],
+        lambda x, w: tinycuda.rms_norm(x, x.shape[-1:], w, 1e-6), lambda x, w: F.rms_norm(x, x.shape[-1:], w, 1e-6),
+        _norm_bytes, liger=lambda x, w: _liger("liger_rms_norm")(x, w, 1e-6)),
     "sum": OpSpec("sum", ("fwd",), {"small": [(2**20,)], "large": [(2**28,)],
                                     "all": [(2**16,), (2**20,), (2**24,), (2**28,)], "cpu": [(2**16,), (2**20,)]},
                   lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],

@@ -1,4 +1,4 @@
-"""Drop-in modules. Linear and ReLU subclass their torch.nn counterparts, so
+"""Drop-in modules. Linear, ReLU, LayerNorm and RMSNorm subclass their torch.nn counterparts, so
 constructor, initialization, state_dict keys and repr are torch's own; only
 forward runs tinycuda kernels."""
 import torch
@@ -11,6 +11,22 @@ class Linear(torch.nn.Linear):
 
     def forward(self, x):
         return ops.linear(x, self.weight, self.bias)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """torch.nn.LayerNorm (same constructor, init and state_dict) whose forward
+    and backward are tinycuda kernels."""
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """torch.nn.RMSNorm (same constructor, init and state_dict) whose forward
+    and backward are tinycuda kernels."""
+
+    def forward(self, x):
+        return ops.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
 class ReLU(torch.nn.ReLU):
@@ -38,4 +54,4 @@ class ScaleBiasReLU(torch.nn.Module):
         return f"{self.num_features}, scale={self.scale}"
 
 
-__all__ = ["Linear", "ReLU", "ScaleBiasReLU"]
+__all__ = ["LayerNorm", "Linear", "ReLU", "RMSNorm", "ScaleBiasReLU"]

@@ -6,11 +6,14 @@ from .. import _loader
 
 _loader.load()
 
-from .linear import linear  # noqa: E402
+from .layer_norm import layer_norm  # noqa: E402
+from .linear import linear
 from .relu import relu, relu_backward
+from .rms_norm import rms_norm
 from .scale_bias_relu import scale_bias_relu
 from .softmax import log_softmax, softmax
 from .square import square
 from .sum import sum  # noqa: A004
 
-__all__ = ["linear", "log_softmax", "relu", "relu_backward", "scale_bias_relu", "softmax", "square", "sum"]
+__all__ = ["layer_norm", "linear", "log_softmax", "relu", "relu_backward", "rms_norm", "scale_bias_relu", "softmax",
+           "square", "sum"]
