@@ -28,11 +28,13 @@
 #define TINYCUDA_H
 
 #include "common.h"
+#include "cross_entropy.h"
 #include "gelu.h"
 #include "glu.h"
-#include "cross_entropy.h"
+#include "layer_norm.h"
 #include "linear.h"
 #include "relu.h"
+#include "rms_norm.h"
 #include "scale_bias_relu.h"
 #include "softmax.h"
 #include "square.h"

@@ -34,7 +34,8 @@ def test_build_info_and_registered_ops():
                "gelu", "gelu_backward", "swiglu", "swiglu_backward", "geglu", "geglu_backward",
                "linear", "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
                "scale_bias_relu", "softmax", "log_softmax", "softmax_backward",
-               "scale_bias_relu_backward", "square", "square_backward", "sum", "sum_backward"):
+               "scale_bias_relu_backward", "square", "square_backward", "sum", "sum_backward", "layer_norm",
+               "layer_norm_backward", "rms_norm", "rms_norm_backward"):
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"tinycuda::{op}", "CPU"), op
 
 

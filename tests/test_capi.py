@@ -71,6 +71,25 @@ def test_capi_matches_torch_ops_bit_for_bit_cpu(dtype):
         s = capi.sum(x, dim, keep)
         _same(s, torch.ops.tinycuda.sum(t(x), dim, keep))
         _same(capi.sum_backward(s, x.shape, dim, keep), torch.ops.tinycuda.sum_backward(t(s), list(x.shape), dim, keep))
+    _check_norms_bit_for_bit(x, x[1].copy(), x[2].copy(), x[::-1].copy(), t)
+
+
+def _check_norms_bit_for_bit(x, w, b, gy, t):
+    """layer_norm / rms_norm (+ backward) through capi against the torch ops; `t` makes a torch tensor."""
+    ln = capi.layer_norm(x, x.shape[-1:], w, b)
+    for got, ref in zip(ln, torch.ops.tinycuda.layer_norm(t(x), list(x.shape[-1:]), t(w), t(b), 1e-5)):
+        _same(got, ref)
+    for got, ref in zip(capi.layer_norm_backward(gy, x, x.shape[-1], ln[1], ln[2], w),
+                        torch.ops.tinycuda.layer_norm_backward(t(gy), t(x), list(x.shape[-1:]), t(ln[1]), t(ln[2]),
+                                                               t(w), [True, True, True])):
+        _same(got, ref)
+    rms = capi.rms_norm(x, x.shape[-1:], w)
+    for got, ref in zip(rms, torch.ops.tinycuda.rms_norm(t(x), list(x.shape[-1:]), t(w), None)):
+        _same(got, ref)
+    for got, ref in zip(capi.rms_norm_backward(gy, x, x.shape[-1:], rms[1], w),
+                        torch.ops.tinycuda.rms_norm_backward(t(gy), t(x), list(x.shape[-1:]), t(rms[1]), t(w),
+                                                             [True, True])):
+        _same(got, ref)
 
 
 def _check_activations(a, b, gy, t):
@@ -137,6 +156,14 @@ def test_capi_bad_input_raises():
         capi.cross_entropy(x, np.array([0, 6, 1, 2]))
     with pytest.raises(ValueError, match=r"grad_loss must be 0-dim or have shape \(4,\)"):
         capi.cross_entropy_backward(x, np.ones(6, np.float32))
+    with pytest.raises(ValueError, match=r"tinycuda.capi.layer_norm: normalized_shape \(5,\) must equal the last "
+                                         r"dims of x, whose shape is \(4, 6\)"):
+        capi.layer_norm(x, 5)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.rms_norm: weight must have shape \(6,\), got \(5,\)"):
+        capi.rms_norm(x, 6, _np((5,), np.float32, rng))
+    with pytest.raises(ValueError, match=r"tinycuda.capi.rms_norm_backward: rstd must be a contiguous float32 cpu "
+                                         r"array of shape \(4,\), got float16"):
+        capi.rms_norm_backward(x, x, 6, np.ones(4, np.float16))
 
 
 def test_capi_null_pointers_are_errors_not_crashes():
@@ -208,6 +235,8 @@ def test_capi_cuda_torch_tensors_bit_for_bit(dtype):
     for got, ref in zip(capi.scale_bias_relu_backward(x, yb, 2.0),
                         torch.ops.tinycuda.scale_bias_relu_backward(x, yb, 2.0, [True, True])):
         _same(got, ref)
+    xn = torch.randn(1000, 64, device="cuda", dtype=dtype)  # several rows a block in the backward
+    _check_norms_bit_for_bit(xn, xn[1].contiguous(), xn[2].contiguous(), torch.randn_like(xn), lambda a: a)
 
 
 @requires_cuda

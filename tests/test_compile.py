@@ -14,11 +14,13 @@ class Net(torch.nn.Module):
         super().__init__()
         self.fc1 = tinycuda.nn.Linear(20, 33)
         self.act = tinycuda.nn.ScaleBiasReLU(33, scale=0.5)
+        self.norm = tinycuda.nn.LayerNorm(33)
         self.fc2 = tinycuda.nn.Linear(33, 7)
+        self.rms = tinycuda.nn.RMSNorm(7)
         self.relu = tinycuda.nn.ReLU()
 
     def forward(self, x):
-        h = self.relu(self.fc2(self.act(self.fc1(x))))
+        h = self.relu(self.rms(self.fc2(self.norm(self.act(self.fc1(x))))))
         return tinycuda.sum(tinycuda.square(h), dim=1).mean() + tinycuda.sum(h)
 
 

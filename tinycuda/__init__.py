@@ -12,8 +12,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_FROM_OPS = ("cross_entropy", "fused_linear_cross_entropy", "geglu", "gelu", "linear", "log_softmax", "relu",
-             "scale_bias_relu", "softmax", "square", "sum", "swiglu")
+_FROM_OPS = ("cross_entropy", "fused_linear_cross_entropy", "geglu", "gelu", "layer_norm", "linear", "log_softmax",
+             "relu", "rms_norm", "scale_bias_relu", "softmax", "square", "sum", "swiglu")
 __all__ = [*_FROM_OPS, "nn", "ops", "capi", "build_info"]
 
 

@@ -18,6 +18,7 @@ speedup over eager and torch.compile; the peak memory a call allocates.
 Without a GPU the CPU kernels run at small shapes and the figures say so.
 """
 import datetime
+import importlib
 import json
 import math
 import os
@@ -77,14 +78,25 @@ def _glu_bytes(shape, mode, s):
     return "GB/s", {"fwd": 3, "bwd": 5, "fwd+bwd": 8}[mode] * math.prod(shape) * s
 
 
-def _liger(module, fn):
-    """Liger-Kernel's autograd Function `fn` from liger_kernel.ops.<module>, imported on first call.
-    Its backward writes grad_a, grad_b over the saved a, b: the inputs of a timed bwd case are
-    overwritten after the first (checked) call, which changes no timing."""
-    def run(a, b):
-        import importlib
-        return getattr(importlib.import_module(f"liger_kernel.ops.{module}"), fn).apply(a, b)
+def _liger(module, name, *extra):
+    """Liger-Kernel's `name` from liger_kernel.<module> (a function, or an
+    autograd Function), called with the inputs and then `extra`; imported on
+    first call, since Liger is optional. Only the loss of (loss, z_loss) is kept.
+    Some Liger backwards write their gradients over saved inputs (swiglu, geglu,
+    cross-entropy): a timed case's inputs change after the first, checked call,
+    which changes no timing. Liger runs after the other implementations."""
+    def run(*inputs):
+        f = getattr(importlib.import_module(f"liger_kernel.{module}"), name)
+        out = f.apply(*inputs, *extra) if hasattr(f, "apply") else f(*inputs, *extra)
+        return out[0] if isinstance(out, tuple) else out
     return run
+
+
+def _norm_bytes(shape, mode, s):
+    """fwd reads x and writes y; bwd reads x and grad_y and writes grad_x
+    (weight, bias, their gradients and the per-row statistics are < 0.1%)."""
+    n = math.prod(shape)
+    return "GB/s", {"fwd": 2 * n * s, "bwd": 3 * n * s, "fwd+bwd": 5 * n * s}[mode]
 
 
 def _linear_flops(shape, mode, s):
@@ -105,21 +117,6 @@ def _flce_flops(shape, mode, s):
     return "TFLOP/s", {"fwd": 2, "fwd+bwd": 6}[mode] * n * h * v
 
 
-def _first(out):
-    """Liger's functions return the loss, or (loss, z_loss) in some versions."""
-    return out[0] if isinstance(out, tuple) else out
-
-
-def _liger_cross_entropy(x, t):
-    from liger_kernel.transformers.functional import liger_cross_entropy
-    return _first(liger_cross_entropy(x, t))
-
-
-def _liger_flce(h, w, t):
-    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
-    return _first(liger_fused_linear_cross_entropy(h, w, t))
-
-
 def _randn(*shape, dtype, device):
     return torch.randn(*shape, device=device, dtype=torch.float32).to(dtype)
 
@@ -135,6 +132,9 @@ def _pair(sh, dt, dev):
     return [_randn(*sh, dtype=dt, device=dev), _randn(*sh, dtype=dt, device=dev)]
 
 
+NORM_SHAPES = {"small": [(4096, 4096)], "large": [(32768, 4096)],
+               "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 8192)], "cpu": [(256, 512)]}
+
 SPECS = {
     "relu": OpSpec("relu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
                    lambda x: tinycuda.relu(x), torch.relu, _relu_bytes),
@@ -143,10 +143,10 @@ SPECS = {
     "gelu": OpSpec("gelu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
                    lambda x: tinycuda.gelu(x), F.gelu, _elementwise_bytes(1, 2)),
     "swiglu": OpSpec("swiglu", MODES, GLU_SHAPES, _pair, lambda a, b: tinycuda.swiglu(a, b),
-                     lambda a, b: F.silu(a) * b, _glu_bytes, liger=_liger("swiglu", "LigerSiLUMulFunction")),
+                     lambda a, b: F.silu(a) * b, _glu_bytes, liger=_liger("ops.swiglu", "LigerSiLUMulFunction")),
     "geglu": OpSpec("geglu", MODES, GLU_SHAPES, _pair, lambda a, b: tinycuda.geglu(a, b),  # tanh form, as Liger's
                     lambda a, b: F.gelu(a, approximate="tanh") * b, _glu_bytes,
-                    liger=_liger("geglu", "LigerGELUMulFunction")),
+                    liger=_liger("ops.geglu", "LigerGELUMulFunction")),
     "scale_bias_relu": OpSpec(
         "scale_bias_relu", MODES, EW_SHAPES,
         lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), _randn(sh[-1], dtype=dt, device=dev)],
@@ -159,6 +159,19 @@ SPECS = {
         lambda x: tinycuda.softmax(x, -1), lambda x: torch.softmax(x, -1), _elementwise_bytes(1, 2),
         variants={f"tinycuda[{a}]": (lambda a: lambda x: tinycuda.softmax(x, -1, algo=a))(a)
                   for a in ("online", "registers")}),
+    # weight and bias near 1 and 0, as trained models have them; rms_norm takes
+    # LLaMA's eps=1e-6 for all three implementations (its default differs by dtype)
+    "layer_norm": OpSpec(
+        "layer_norm", MODES, NORM_SHAPES,
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), 1 + 0.1 * _randn(sh[-1], dtype=dt, device=dev),
+                             0.1 * _randn(sh[-1], dtype=dt, device=dev)],
+        lambda x, w, b: tinycuda.layer_norm(x, x.shape[-1:], w, b), lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
+        _norm_bytes, liger=_liger("transformers.functional", "liger_layer_norm", 1e-5)),
+    "rms_norm": OpSpec(
+        "rms_norm", MODES, NORM_SHAPES,
+        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), 1 + 0.1 * _randn(sh[-1], dtype=dt, device=dev)],
+        lambda x, w: tinycuda.rms_norm(x, x.shape[-1:], w, 1e-6), lambda x, w: F.rms_norm(x, x.shape[-1:], w, 1e-6),
+        _norm_bytes, liger=_liger("transformers.functional", "liger_rms_norm", 1e-6)),
     "sum": OpSpec("sum", ("fwd",), {"small": [(2**20,)], "large": [(2**28,)],
                                     "all": [(2**16,), (2**20,), (2**24,), (2**28,)], "cpu": [(2**16,), (2**20,)]},
                   lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
@@ -179,7 +192,7 @@ SPECS = {
          "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)]},
         lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), torch.randint(0, sh[1], (sh[0],), device=dev)],
         lambda x, t: tinycuda.cross_entropy(x, t), F.cross_entropy, _cross_entropy_bytes,
-        liger=_liger_cross_entropy, loss=True),
+        liger=_liger("transformers.functional", "liger_cross_entropy"), loss=True),
     "fused_linear_cross_entropy": OpSpec(
         "fused_linear_cross_entropy", ("fwd", "fwd+bwd"),
         {"small": [(2048, 2048, 32000)], "large": [(8192, 4096, 128256)],
@@ -188,7 +201,7 @@ SPECS = {
                              _randn(sh[2], sh[1], dtype=dt, device=dev) / sh[1] ** 0.5,
                              torch.randint(0, sh[2], (sh[0],), device=dev)],
         lambda h, w, t: tinycuda.fused_linear_cross_entropy(h, w, t), lambda h, w, t: F.cross_entropy(h @ w.T, t),
-        _flce_flops, liger=_liger_flce, loss=True),
+        _flce_flops, liger=_liger("transformers.functional", "liger_fused_linear_cross_entropy"), loss=True),
 }
 
 

@@ -28,9 +28,10 @@ import numpy as np
 
 __all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
            "cross_entropy_backward", "gelu", "gelu_backward", "swiglu", "swiglu_backward", "geglu",
-           "geglu_backward", "linear", "linear_backward", "relu", "relu_backward", "relu_mask",
-           "relu_mask_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
-           "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
+           "geglu_backward", "layer_norm", "layer_norm_backward", "linear", "linear_backward", "relu",
+           "relu_backward", "relu_mask", "relu_mask_backward", "rms_norm", "rms_norm_backward", "scale_bias_relu",
+           "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
+           "sum", "sum_backward"]
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
 _c_int, _c_i64, _c_p, _c_dbl, _c_size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
@@ -97,6 +98,19 @@ STRUCTS = {
     "tc_softmax_backward_params": _struct("tc_softmax_backward_params", [
         ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("grad_y", _c_p), ("y", _c_p),
         ("grad_x", _c_p), ("stream", _c_p)]),
+    "tc_layer_norm_params": _struct("tc_layer_norm_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("eps", _c_dbl), ("x", _c_p), ("weight", _c_p),
+        ("bias", _c_p), ("y", _c_p), ("mean", _c_p), ("rstd", _c_p), ("stream", _c_p)]),
+    "tc_layer_norm_backward_params": _struct("tc_layer_norm_backward_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("mean", _c_p),
+        ("rstd", _c_p), ("weight", _c_p), ("grad_x", _c_p), ("grad_weight", _c_p), ("grad_bias", _c_p)] + _WS
+        + [("stream", _c_p)]),
+    "tc_rms_norm_params": _struct("tc_rms_norm_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("eps", _c_dbl), ("x", _c_p), ("weight", _c_p),
+        ("y", _c_p), ("rstd", _c_p), ("stream", _c_p)]),
+    "tc_rms_norm_backward_params": _struct("tc_rms_norm_backward_params", [
+        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("rstd", _c_p),
+        ("weight", _c_p), ("grad_x", _c_p), ("grad_weight", _c_p)] + _WS + [("stream", _c_p)]),
     "tc_sum_params": _struct("tc_sum_params", [
         ("dtype", _c_int), ("outer", _c_i64), ("reduce", _c_i64), ("inner", _c_i64), ("x", _c_p),
         ("y", _c_p)] + _WS + [("stream", _c_p)]),
@@ -112,16 +126,20 @@ _ENTRY = {"cross_entropy": "tc_cross_entropy_params",
           "cross_entropy_backward": "tc_cross_entropy_backward_params",
           "gelu": "tc_gelu_params", "gelu_backward": "tc_gelu_backward_params",
           "glu": "tc_glu_params", "glu_backward": "tc_glu_backward_params",
+          "layer_norm": "tc_layer_norm_params", "layer_norm_backward": "tc_layer_norm_backward_params",
           "linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
           "relu": "tc_relu_params", "relu_backward": "tc_relu_backward_params",
           "relu_mask": "tc_relu_mask_params", "relu_mask_backward": "tc_relu_mask_backward_params",
+          "rms_norm": "tc_rms_norm_params", "rms_norm_backward": "tc_rms_norm_backward_params",
           "scale_bias_relu": "tc_scale_bias_relu_params",
           "scale_bias_relu_backward": "tc_scale_bias_relu_backward_params",
           "softmax": "tc_softmax_params", "softmax_backward": "tc_softmax_backward_params",
           "square": "tc_square_params", "square_backward": "tc_square_backward_params",
           "sum": "tc_sum_params", "sum_backward": "tc_sum_backward_params"}
 _WORKSPACE = {"cross_entropy": "tc_cross_entropy_workspace_size",
+              "layer_norm_backward": "tc_layer_norm_backward_workspace_size",
               "linear_backward": "tc_linear_backward_workspace_size",
+              "rms_norm_backward": "tc_rms_norm_backward_workspace_size",
               "scale_bias_relu_backward": "tc_scale_bias_relu_backward_workspace_size",
               "sum": "tc_sum_workspace_size"}
 
@@ -281,7 +299,7 @@ def _empty(op, like, shape, dtype=None):
         return np.empty(shape, dtype=dtype or like.src.dtype)
     if fam == "torch":
         import torch  # the caller's own arrays are torch tensors: torch is loaded already
-        return like.src.new_empty(shape, dtype=torch.uint8 if dtype == "uint8" else None)
+        return like.src.new_empty(shape, dtype=getattr(torch, dtype) if dtype else None)
     if fam == "cupy":
         import cupy
         return cupy.empty(shape, dtype=dtype or like.src.dtype)
@@ -675,3 +693,112 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
     _call(op, g, STRUCTS[_ENTRY[op]](rows=g.size // cols, cols=cols, per_row=int(per_row), grad_logits=g.ptr,
                                      grad_loss=s.ptr), stream)
     return grad_logits
+def _norm_view(op, v, normalized_shape, affine):
+    """(rows, cols, shape) of x [..., *normalized_shape]; weight/bias in
+    `affine` (when given) must have normalized_shape."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    x = v["x"]
+    k = len(shape)
+    if k < 1 or k > len(x.shape) or x.shape[len(x.shape) - k:] != shape:
+        raise ValueError(f"tinycuda.capi.{op}: normalized_shape {shape} must equal the last dims of x, "
+                         f"whose shape is {x.shape}")
+    for name in affine:
+        if name in v and v[name].shape != shape:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must have shape {shape}, got {v[name].shape}")
+    return math.prod(x.shape[:len(x.shape) - k]), math.prod(shape), shape
+
+
+def _stats(op, name, given, like, rows):
+    """mean / rstd: float32 (float64 for float64 x) arrays of `rows`, given or new."""
+    dtype = "float64" if like.dtype == "float64" else "float32"
+    arr = _empty(op, like, (rows,), dtype=dtype) if given is None else given
+    a = _view(op, name, arr)
+    if a.dtype != dtype or a.shape != (rows,) or not a.contiguous or a.device != like.device:
+        raise ValueError(f"tinycuda.capi.{op}: {name} must be a contiguous {dtype} {like.device} array of shape "
+                         f"({rows},), got {a.dtype} {a.shape} on {a.device}")
+    return arr, a
+
+
+def _optional(named):
+    return {k: a for k, a in named.items() if a is not None}
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=None, mean=None, rstd=None,
+               stream=None):
+    """(y, mean, rstd): x normalized over its trailing dims normalized_shape,
+    times weight plus bias (each optional, of normalized_shape); mean and rstd
+    float32 (float64 for float64 x), one per row, for layer_norm_backward."""
+    op = "layer_norm"
+    v = _check(op, _optional({"x": x, "weight": weight, "bias": bias}))
+    rows, cols, _ = _norm_view(op, v, normalized_shape, ("weight", "bias"))
+    y, yv = _output(op, "out", out, v["x"], v["x"].shape)
+    mean, mv = _stats(op, "mean", mean, v["x"], rows)
+    rstd, rv = _stats(op, "rstd", rstd, v["x"], rows)
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, eps=float(eps), x=v["x"].ptr,
+                                          weight=v["weight"].ptr if weight is not None else None,
+                                          bias=v["bias"].ptr if bias is not None else None, y=yv.ptr,
+                                          mean=mv.ptr, rstd=rv.ptr), stream)
+    return y, mean, rstd
+
+
+def layer_norm_backward(grad_y, x, normalized_shape, mean, rstd, weight=None, *, grad_x=True, grad_weight=True,
+                        grad_bias=True, stream=None):
+    """(grad_x, grad_weight, grad_bias) of layer_norm from x and its mean and
+    rstd. Each output: True to allocate, an array to fill, False to skip (None
+    returned)."""
+    op = "layer_norm_backward"
+    v = _check(op, _optional({"grad_y": grad_y, "x": x, "weight": weight}))
+    if v["grad_y"].shape != v["x"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
+    rows, cols, shape = _norm_view(op, v, normalized_shape, ("weight",))
+    _, mv = _stats(op, "mean", mean, v["x"], rows)
+    _, rv = _stats(op, "rstd", rstd, v["x"], rows)
+    outs = [_output(op, name, want, v["x"], s) if want is not False else (None, None)
+            for name, want, s in (("grad_x", grad_x, v["x"].shape), ("grad_weight", grad_weight, shape),
+                                  ("grad_bias", grad_bias, shape))]
+    (gx, gxv), (gw, gwv), (gb, gbv) = outs
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, grad_y=v["grad_y"].ptr, x=v["x"].ptr, mean=mv.ptr,
+                                          rstd=rv.ptr, weight=v["weight"].ptr if weight is not None else None,
+                                          grad_x=gxv and gxv.ptr, grad_weight=gwv and gwv.ptr,
+                                          grad_bias=gbv and gbv.ptr), stream)
+    return gx, gw, gb
+
+
+def _rms_eps(v, eps):
+    """torch's default: the epsilon of the statistics' type."""
+    if eps is not None:
+        return float(eps)
+    return float(np.finfo(np.float64 if v.dtype == "float64" else np.float32).eps)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None, *, out=None, rstd=None, stream=None):
+    """(y, rstd): x / sqrt(mean(x^2) + eps) over its trailing dims
+    normalized_shape, times weight (optional); eps None is torch's default;
+    rstd float32 (float64 for float64 x), one per row, for rms_norm_backward."""
+    op = "rms_norm"
+    v = _check(op, _optional({"x": x, "weight": weight}))
+    rows, cols, _ = _norm_view(op, v, normalized_shape, ("weight",))
+    y, yv = _output(op, "out", out, v["x"], v["x"].shape)
+    rstd, rv = _stats(op, "rstd", rstd, v["x"], rows)
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, eps=_rms_eps(v["x"], eps), x=v["x"].ptr,
+                                          weight=v["weight"].ptr if weight is not None else None, y=yv.ptr,
+                                          rstd=rv.ptr), stream)
+    return y, rstd
+
+
+def rms_norm_backward(grad_y, x, normalized_shape, rstd, weight=None, *, grad_x=True, grad_weight=True,
+                      stream=None):
+    """(grad_x, grad_weight) of rms_norm from x and its rstd. Each output: True
+    to allocate, an array to fill, False to skip (None returned)."""
+    op = "rms_norm_backward"
+    v = _check(op, _optional({"grad_y": grad_y, "x": x, "weight": weight}))
+    if v["grad_y"].shape != v["x"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
+    rows, cols, shape = _norm_view(op, v, normalized_shape, ("weight",))
+    _, rv = _stats(op, "rstd", rstd, v["x"], rows)
+    gx, gxv = _output(op, "grad_x", grad_x, v["x"], v["x"].shape) if grad_x is not False else (None, None)
+    gw, gwv = _output(op, "grad_weight", grad_weight, v["x"], shape) if grad_weight is not False else (None, None)
+    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, grad_y=v["grad_y"].ptr, x=v["x"].ptr, rstd=rv.ptr,
+                                          weight=v["weight"].ptr if weight is not None else None,
+                                          grad_x=gxv and gxv.ptr, grad_weight=gwv and gwv.ptr), stream)
+    return gx, gw

@@ -21,6 +21,11 @@ TORCH_LIBRARY(tinycuda, m) {
         "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, "
         "bool compute_grad=False, int chunk_size=0) -> (Tensor loss, Tensor grad_hidden, "
         "Tensor grad_weight, Tensor grad_bias)");
+  // layer_norm: (y, mean, rstd); statistics float32 (float64 for float64 x), one per row
+  m.def("layer_norm(Tensor x, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm_backward(Tensor grad_out, Tensor x, int[] normalized_shape, Tensor mean, "
+        "Tensor rstd, Tensor? weight, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   // linear
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
   m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "
@@ -30,6 +35,11 @@ TORCH_LIBRARY(tinycuda, m) {
   m.def("relu_backward(Tensor grad_out, Tensor x) -> Tensor");
   m.def("relu_mask(Tensor x) -> (Tensor, Tensor)");
   m.def("relu_mask_backward(Tensor grad_out, Tensor mask) -> Tensor");
+  // rms_norm: (y, rstd)
+  m.def("rms_norm(Tensor x, int[] normalized_shape, Tensor? weight=None, float? eps=None) "
+        "-> (Tensor, Tensor)");
+  m.def("rms_norm_backward(Tensor grad_out, Tensor x, int[] normalized_shape, Tensor rstd, "
+        "Tensor? weight, bool[2] output_mask) -> (Tensor, Tensor)");
   // scale_bias_relu
   m.def("scale_bias_relu(Tensor x, Tensor bias, float scale) -> Tensor");
   m.def("scale_bias_relu_backward(Tensor grad_out, Tensor out, float scale, bool[2] output_mask)"

@@ -1,4 +1,5 @@
-"""Drop-in modules. Linear, ReLU and GELU subclass their torch.nn counterparts, so
+"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm and CrossEntropyLoss
+subclass their torch.nn counterparts, so
 constructor, initialization, state_dict keys and repr are torch's own; only
 forward runs tinycuda kernels."""
 import torch
@@ -11,6 +12,22 @@ class Linear(torch.nn.Linear):
 
     def forward(self, x):
         return ops.linear(x, self.weight, self.bias)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """torch.nn.LayerNorm (same constructor, init and state_dict) whose forward
+    and backward are tinycuda kernels."""
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """torch.nn.RMSNorm (same constructor, init and state_dict) whose forward
+    and backward are tinycuda kernels."""
+
+    def forward(self, x):
+        return ops.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
 class ReLU(torch.nn.ReLU):
@@ -99,4 +116,5 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}"
 
 
-__all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "Linear", "ReLU", "ScaleBiasReLU", "SwiGLU"]
+__all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "ReLU", "RMSNorm",
+           "ScaleBiasReLU", "SwiGLU"]

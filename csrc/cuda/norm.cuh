@@ -1,0 +1,619 @@
+// layer_norm and rms_norm, forward and backward, on CUDA: the kernels and
+// launchers shared by cuda/layer_norm.cu and cuda/rms_norm.cu (RMS: no mean,
+// no bias).
+//
+// Math, per row of x [rows, cols], n = cols, statistics in float (double for
+// double):
+//   forward   mean = sum(x) / n        (rms: 0)
+//             rstd = 1 / sqrt(sum((x - mean)^2) / n + eps)
+//             y    = (x - mean) * rstd * w + b
+//   backward  xhat = (x - mean) * rstd,  wg = grad_y * w
+//             grad_x = rstd * (wg - sum(wg) / n - xhat * sum(wg * xhat) / n)  (rms: no sum(wg))
+//             grad_w = sum over rows of grad_y * xhat,  grad_b = sum over rows of grad_y
+//
+// Launch shape. A row group of `width` threads (a power of 2, 32..512) owns
+// a row; each thread holds VPT chunks of VEC elements of it in registers:
+// 16-byte vectors (8 fp16/bf16, 4 fp32, 2 fp64), or single elements when cols
+// is not a multiple of 16 bytes or a pointer is misaligned. A thread holds 16
+// elements of a row (8 of double or single elements), so rows up to 8192
+// elements (4096 double, 4096 single elements) are read from DRAM exactly
+// once; the statistics are two passes over the registers (a centered
+// variance, not E[x^2] - E[x]^2). `width` is the fewest threads that hold the
+// row: 256 for 4096 bf16 columns. A 512-thread block holds 512 / width
+// groups; a group reduces with shuffles and, across its warps, shared memory
+// and a named barrier of its own, so the groups of a block never wait for
+// each other. A group works on kRows rows at a time (2 for 16-bit vectors,
+// else 1). Weight and bias are read where used, each row (L1 hits), not held.
+// Longer rows take the loop path: one group of 512 threads a block, a row at
+// a time, re-read for each pass (from L2 while it is there).
+//
+// Forward: one block per (512 / width) x kRows rows. Bytes: read x, write y,
+// 8 bytes a row for mean and rstd.
+// Backward: at most norms::kMaxPartials blocks (as many as fit at once, up to
+// 2 per H100 SM), each owning a band of consecutive rows. A thread keeps
+// grad_w / grad_b of its own columns in registers over the whole band, the
+// block adds its groups in shared memory in a fixed order and writes one row
+// of fp32 partials per gradient; sum_partials_kernel adds the rows column by
+// column in a fixed order: the gradients are bit-identical run to run (no
+// float atomics). Bytes: read x and grad_y, write grad_x, plus 2 x 2 MB of
+// partials at 4096 columns (132 blocks on an H100).
+//
+// Expected at 32768 x 4096 bf16 (256 MB a tensor) on an H100 (3.0 TB/s copy):
+// both kernels bandwidth-bound, near copy speed. ptxas (sm_90a): forward 60-64
+// registers (2 blocks = 1024 threads an SM), backward 115-128 (1 block of
+// 512). Per SM that keeps 1024 threads x 2 rows x 32 B = 64 KB of x in flight
+// forward and 512 x 2 rows x 64 B = 64 KB of x and grad_y backward, against
+// the ~25 KB Little's law asks for (22.7 GB/s per SM x ~1 us loaded latency).
+// fwd ~0.18 ms + bwd ~0.28 ms for 1.34 GB: ~2.8 TB/s fwd+bwd.
+#pragma once
+#include <cstdint>
+
+#include "../norm_plan.h"
+#include "../reduce_plan.h"
+#include "reduce.cuh"
+
+namespace {
+
+constexpr int kBlock = 512;  // threads a block (every norm kernel)
+constexpr int kWarps = kBlock / 32;
+
+// Elements a thread holds per row: 16 in 16-byte vectors (8 double), 8 when
+// loaded one by one. Rows a group works on at a time: 2 for 16-bit vectors,
+// else 1 (a float, or a 16-bit element loaded alone, takes a whole register).
+template <class T, int VEC>
+constexpr int kElems = VEC == 1 || sizeof(T) == 8 ? 8 : 16;
+template <class T, int VEC>
+constexpr int kRowsOf = sizeof(T) == 2 && VEC > 1 ? 2 : 1;
+
+template <class T, int N>
+struct alignas(N * sizeof(T)) Pack {
+  T v[N];
+};
+
+template <class P, class T>
+__device__ __forceinline__ P ld(const T* p) { return *reinterpret_cast<const P*>(p); }
+template <class P, class T>
+__device__ __forceinline__ void st(T* p, const P& v) { *reinterpret_cast<P*>(p) = v; }
+
+// Makes the compiler forget what it knows of p's bits, so that the float
+// values derived from them are recomputed (one instruction an element) after
+// a row's reductions instead of held across them, and weights are converted
+// per row instead of hoisted: without it a thread held every element twice,
+// packed and as a float, and the backward spilled at 128 registers.
+template <class P>
+__device__ __forceinline__ void launder(P& p) {
+  if constexpr (sizeof(P) % 4 == 0) {
+    uint32_t* w = reinterpret_cast<uint32_t*>(&p);
+#pragma unroll
+    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm volatile("" : "+r"(w[i]));
+  } else {
+    static_assert(sizeof(P) == 2, "a Pack is 2 bytes or a multiple of 4");
+    asm volatile("" : "+h"(*reinterpret_cast<uint16_t*>(&p)));
+  }
+}
+
+template <class P, int K>
+__device__ __forceinline__ void launder(P (&p)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) launder(p[k]);
+}
+
+template <class T>
+struct FwdArgs {
+  const T* x;
+  const T* w;  // NULL: 1
+  const T* b;  // NULL: 0
+  T* y;
+  acc_t<T>* mean;  // NULL: not written
+  acc_t<T>* rstd;
+  int64_t rows, cols;
+  acc_t<T> eps;
+};
+
+template <class T>
+struct BwdArgs {
+  const T* g;
+  const T* x;
+  const acc_t<T>* mean;  // NULL for rms
+  const acc_t<T>* rstd;
+  const T* w;   // NULL: 1
+  T* gx;        // NULL: not computed
+  acc_t<T>* part_w;  // [gridDim.x, cols] partials, NULL: not computed
+  acc_t<T>* part_b;
+  int64_t rows, cols, band;  // block i owns rows [i * band, (i + 1) * band)
+};
+
+// ---------------------------------------------------------------------------
+// reductions over a row group
+
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Sums each of v[N] over the `width` threads of this thread's row group; all
+// of them get the totals (the same bits: every thread adds in the same
+// order). Across warps: one partial per warp in shared memory, then a barrier
+// for this group alone (id 1 + group; 0 is __syncthreads). The two scratch
+// slots alternate, so one barrier a call suffices: a warp rewrites a slot only
+// after the next call's barrier, which every warp reaches after reading it.
+template <int N, class A>
+__device__ __forceinline__ void group_sum(A (&v)[N], int width, A (&scratch)[2][kWarps][N],
+                                          int& slot) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = warp_sum(v[i]);
+  if (width == 32) return;
+  const int warp = threadIdx.x / 32, first = warp & ~(width / 32 - 1);
+  if (threadIdx.x % 32 == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) scratch[slot][warp][i] = v[i];
+  named_barrier(1 + threadIdx.x / width, width);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    A s = 0;
+    for (int w = first; w < first + width / 32; ++w) s += scratch[slot][w][i];
+    v[i] = s;
+  }
+  slot ^= 1;
+}
+
+// Adds the groups' column sums acc[k][j] (column (k * width + lane) * VEC + j)
+// in group order and writes them as row blockIdx.x of `part`, coalesced.
+template <int VPT, int VEC, class A>
+__device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, int width,
+                               int64_t cols, A* combine /* [kBlock * VEC] */) {
+  const int groups = kBlock / width;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    __syncthreads();  // the previous chunk's sums have been read
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) combine[threadIdx.x * VEC + j] = acc[k][j];
+    __syncthreads();
+    // group g, lane l, element j sits at (g * width + l) * VEC + j: the
+    // chunk's columns are contiguous per group
+    for (int e = threadIdx.x; e < width * VEC; e += kBlock) {
+      const int64_t c = int64_t(k) * width * VEC + e;
+      if (c >= cols) break;
+      A s = 0;
+      for (int g = 0; g < groups; ++g) s += combine[g * width * VEC + e];
+      part[blockIdx.x * cols + c] = s;
+    }
+  }
+}
+
+// y = (x - mean) * rstd * w + b for one chunk at column `col`. Weight and bias
+// are read here, every row (from L1: a block's share of them is at most
+// 64 KB), not held in registers across rows, which spilled fp32 rows.
+template <bool RMS, class P, class T, class A>
+__device__ __forceinline__ void normalize(const P& x, const T* w, const T* b, int64_t col, A mean,
+                                          A rstd, P& y) {
+  P wv, bv;
+  if (w) wv = ld<P>(w + col);
+  if (!RMS && b) bv = ld<P>(b + col);
+#pragma unroll
+  for (int j = 0; j < int(sizeof(P) / sizeof(T)); ++j) {
+    A v = (A(to_acc(x.v[j])) - mean) * rstd;
+    if (w) v *= A(to_acc(wv.v[j]));
+    if (!RMS && b) v += A(to_acc(bv.v[j]));
+    y.v[j] = from_acc<T>(v);
+  }
+}
+
+// The backward's per-element terms of one chunk at column `col`: xhat,
+// grad_y and wg = grad_y * w (w read here, like normalize's).
+template <class P, class T, class A, int VEC>
+__device__ __forceinline__ void terms(const P& x, const P& g, const T* w, int64_t col, A mean,
+                                      A rstd, A (&xhat)[VEC], A (&gy)[VEC], A (&wg)[VEC]) {
+  P wv;
+  if (w) wv = ld<P>(w + col);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    xhat[j] = (A(to_acc(x.v[j])) - mean) * rstd;
+    gy[j] = to_acc(g.v[j]);
+    wg[j] = w ? gy[j] * A(to_acc(wv.v[j])) : gy[j];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// kernels: row in registers
+
+template <class T, bool RMS, int VEC, int VPT, int kRows>
+__global__ void __launch_bounds__(kBlock, 2)
+norm_forward_kernel(FwdArgs<T> a, int width) {
+  using A = acc_t<T>;
+  using P = Pack<T, VEC>;
+  __shared__ A scratch[2][kWarps][kRows];
+  const int lane = threadIdx.x & (width - 1);
+  const int64_t groups = kBlock / width, chunks = a.cols / VEC;
+  const A inv_n = a.cols ? A(1) / A(a.cols) : A(0);
+  int slot = 0;
+  // r0 depends only on the group: the loop is uniform over a group's warps
+  for (int64_t r0 = (blockIdx.x * groups + threadIdx.x / width) * kRows; r0 < a.rows;
+       r0 += int64_t(gridDim.x) * groups * kRows) {
+    P xv[kRows][VPT];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u)
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        const int64_t c = int64_t(k) * width + lane;
+        if (r0 + u < a.rows && c < chunks) xv[u][k] = ld<P>(a.x + (r0 + u) * a.cols + c * VEC);
+      }
+    auto valid = [&](int u, int k) {
+      return r0 + u < a.rows && int64_t(k) * width + lane < chunks;
+    };
+    A mean[kRows] = {}, ss[kRows] = {};
+    if constexpr (!RMS) {
+#pragma unroll
+      for (int u = 0; u < kRows; ++u)
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+          if (valid(u, k))
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) mean[u] += to_acc(xv[u][k].v[j]);
+      group_sum(mean, width, scratch, slot);
+#pragma unroll
+      for (int u = 0; u < kRows; ++u) {
+        mean[u] *= inv_n;
+        launder(xv[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kRows; ++u)
+#pragma unroll
+      for (int k = 0; k < VPT; ++k)
+        if (valid(u, k))
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const A d = A(to_acc(xv[u][k].v[j])) - mean[u];
+            ss[u] += d * d;
+          }
+    group_sum(ss, width, scratch, slot);
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      launder(xv[u]);
+      if (r0 + u >= a.rows) break;
+      const A rstd = A(1) / sqrt(ss[u] * inv_n + a.eps);
+      if (lane == 0) {
+        if (a.mean) a.mean[r0 + u] = mean[u];
+        if (a.rstd) a.rstd[r0 + u] = rstd;
+      }
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        if (!valid(u, k)) continue;
+        const int64_t c = int64_t(k) * width + lane;
+        P yv;
+        normalize<RMS>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, yv);
+        st(a.y + (r0 + u) * a.cols + c * VEC, yv);
+      }
+    }
+  }
+}
+
+// Launch bound of 1 block (512 threads, up to 128 registers): the column sums
+// (2 x 16 floats) stay live across the row loop, beside x and grad_y of two
+// rows (32 registers of bf16) and their float terms.
+template <class T, bool RMS, int VEC, int VPT, int kRows>
+__global__ void __launch_bounds__(kBlock, 1)
+norm_backward_kernel(BwdArgs<T> a, int width) {
+  using A = acc_t<T>;
+  using P = Pack<T, VEC>;
+  constexpr int NS = RMS ? 1 : 2;  // row sums: sum(wg * xhat) [, sum(wg)]
+  __shared__ A scratch[2][kWarps][NS * kRows];
+  __shared__ A combine[kBlock * VEC];
+  const int lane = threadIdx.x & (width - 1);
+  const int64_t groups = kBlock / width, chunks = a.cols / VEC;
+  const A inv_n = a.cols ? A(1) / A(a.cols) : A(0);
+  A dw[VPT][VEC] = {}, db[VPT][VEC] = {};
+  const int64_t r_begin = blockIdx.x * a.band, r_end = min(a.rows, r_begin + a.band);
+  int slot = 0;
+  for (int64_t r0 = r_begin + threadIdx.x / width * kRows; r0 < r_end; r0 += groups * kRows) {
+    P xv[kRows][VPT], gv[kRows][VPT];
+    A mean[kRows], rstd[kRows];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      const bool row_ok = r0 + u < r_end;
+      mean[u] = RMS || !row_ok ? A(0) : a.mean[r0 + u];
+      rstd[u] = row_ok ? a.rstd[r0 + u] : A(0);
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        const int64_t c = int64_t(k) * width + lane;
+        if (!row_ok || c >= chunks) continue;
+        xv[u][k] = ld<P>(a.x + (r0 + u) * a.cols + c * VEC);
+        gv[u][k] = ld<P>(a.g + (r0 + u) * a.cols + c * VEC);
+      }
+    }
+    auto valid = [&](int u, int k) { return r0 + u < r_end && int64_t(k) * width + lane < chunks; };
+    A s[NS * kRows] = {}, xhat[VEC], gy[VEC], wg[VEC];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u)
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        if (!valid(u, k)) continue;
+        const int64_t col = (int64_t(k) * width + lane) * VEC;
+        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          s[u * NS] += wg[j] * xhat[j];
+          dw[k][j] += gy[j] * xhat[j];
+          if constexpr (!RMS) {
+            s[u * NS + 1] += wg[j];
+            db[k][j] += gy[j];
+          }
+        }
+      }
+    if (!a.gx) continue;  // uniform across the grid
+    group_sum(s, width, scratch, slot);
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      launder(xv[u]);
+      launder(gv[u]);
+      const A mean_wgx = s[u * NS] * inv_n, mean_wg = RMS ? A(0) : s[u * NS + 1] * inv_n;
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        if (!valid(u, k)) continue;
+        const int64_t col = (int64_t(k) * width + lane) * VEC;
+        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
+        P o;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          o.v[j] = from_acc<T>(rstd[u] * (wg[j] - mean_wg - xhat[j] * mean_wgx));
+        st(a.gx + (r0 + u) * a.cols + col, o);
+      }
+    }
+  }
+  if (a.part_w) write_partials(dw, a.part_w, width, a.cols, combine);
+  if (!RMS && a.part_b) write_partials(db, a.part_b, width, a.cols, combine);
+}
+
+// ---------------------------------------------------------------------------
+// kernels: rows longer than kBlock * VPT chunks, one group (the block) a row
+
+template <class T, bool RMS, int VEC>
+__global__ void __launch_bounds__(kBlock, 2)
+norm_forward_loop_kernel(FwdArgs<T> a, int) {
+  using A = acc_t<T>;
+  using P = Pack<T, VEC>;
+  __shared__ A scratch[2][kWarps][1];
+  const int64_t chunks = a.cols / VEC;
+  const A inv_n = A(1) / A(a.cols);
+  int slot = 0;
+  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T* x = a.x + r * a.cols;
+    A mean[1] = {0}, ss[1] = {0};
+    if constexpr (!RMS) {
+#pragma unroll 4
+      for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
+        const P v = ld<P>(x + c * VEC);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) mean[0] += to_acc(v.v[j]);
+      }
+      group_sum(mean, kBlock, scratch, slot);
+      mean[0] *= inv_n;
+    }
+#pragma unroll 4
+    for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
+      const P v = ld<P>(x + c * VEC);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const A d = A(to_acc(v.v[j])) - mean[0];
+        ss[0] += d * d;
+      }
+    }
+    group_sum(ss, kBlock, scratch, slot);
+    const A rstd = A(1) / sqrt(ss[0] * inv_n + a.eps);
+    if (threadIdx.x == 0) {
+      if (a.mean) a.mean[r] = mean[0];
+      if (a.rstd) a.rstd[r] = rstd;
+    }
+    for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
+      P yv;
+      normalize<RMS>(ld<P>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, yv);
+      st(a.y + r * a.cols + c * VEC, yv);
+    }
+  }
+}
+
+// The band's column sums cannot stay in registers here: each thread adds
+// into its own columns of the block's partial row in the workspace (the same
+// thread every row, so no races and a fixed order), which is written on the
+// band's first row.
+template <class T, bool RMS, int VEC>
+__global__ void __launch_bounds__(kBlock, 2)
+norm_backward_loop_kernel(BwdArgs<T> a, int) {
+  using A = acc_t<T>;
+  using P = Pack<T, VEC>;
+  constexpr int NS = RMS ? 1 : 2;
+  __shared__ A scratch[2][kWarps][NS];
+  const int64_t chunks = a.cols / VEC;
+  const A inv_n = A(1) / A(a.cols);
+  const int64_t r_begin = blockIdx.x * a.band, r_end = min(a.rows, r_begin + a.band);
+  int slot = 0;
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    const T* x = a.x + r * a.cols;
+    const T* g = a.g + r * a.cols;
+    const A mean = RMS ? A(0) : a.mean[r], rstd = a.rstd[r];
+    auto load = [&](int64_t c, A (&xhat)[VEC], A (&gy)[VEC], A (&wg)[VEC]) {
+      terms(ld<P>(x + c * VEC), ld<P>(g + c * VEC), a.w, c * VEC, mean, rstd, xhat, gy, wg);
+    };
+    A s[NS] = {};
+    A xhat[VEC], gy[VEC], wg[VEC];
+#pragma unroll 2
+    for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
+      load(c, xhat, gy, wg);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        s[0] += wg[j] * xhat[j];
+        if constexpr (!RMS) s[1] += wg[j];
+      }
+    }
+    group_sum(s, kBlock, scratch, slot);
+    const A mean_wgx = s[0] * inv_n, mean_wg = RMS ? A(0) : s[NS - 1] * inv_n;
+    for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
+      load(c, xhat, gy, wg);
+      if (a.gx) {
+        P o;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          o.v[j] = from_acc<T>(rstd * (wg[j] - mean_wg - xhat[j] * mean_wgx));
+        st(a.gx + r * a.cols + c * VEC, o);
+      }
+      A* pw = a.part_w ? a.part_w + blockIdx.x * a.cols + c * VEC : nullptr;
+      A* pb = !RMS && a.part_b ? a.part_b + blockIdx.x * a.cols + c * VEC : nullptr;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        if (pw) pw[j] = (r == r_begin ? A(0) : pw[j]) + gy[j] * xhat[j];
+        if (pb) pb[j] = (r == r_begin ? A(0) : pb[j]) + gy[j];
+      }
+    }
+  }
+}
+
+// grad[c] = sum over p < parts of partial[p * cols + c], in a fixed order:
+// threadIdx.y strides over the parts, then one thread adds the 16 strides in
+// order. Block (32, 16) per 32 columns; blockIdx.y picks grad_w or grad_b.
+template <class T, class A>
+__global__ void __launch_bounds__(512)
+sum_partials_kernel(const A* __restrict__ partial, int64_t parts, int64_t cols, T* out0, T* out1) {
+  __shared__ A tile[16][33];
+  const int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
+  const A* p = partial + blockIdx.y * parts * cols;
+  A s = 0;
+  if (c < cols)
+#pragma unroll 4
+    for (int64_t k = threadIdx.y; k < parts; k += 16) s += p[k * cols + c];
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  A t = 0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) t += tile[i][threadIdx.x];
+  (blockIdx.y == 0 ? out0 : out1)[c] = from_acc<T>(t);
+}
+
+// ---------------------------------------------------------------------------
+// launchers
+
+// The fewest threads (a power of 2, 32..kBlock) that hold `chunks` in VPT each.
+inline int width_for(int64_t chunks, int vpt) {
+  int w = 32;
+  while (w < kBlock && int64_t(w) * vpt < chunks) w *= 2;
+  return w;
+}
+
+// Blocks of `kernel` (kBlock threads) resident at once on the current device.
+template <class K>
+tc_status resident_blocks(const char* op, K kernel, int64_t* blocks) {
+  int dev = 0, sms = 0, per_sm = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: leave the runtime clean for the caller
+    const bool none = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;
+    return tc_fail(none ? TC_ERR_NO_CUDA : TC_ERR_CUDA, "%s: %s%s", op,
+                   none ? "no CUDA device: " : "", cudaGetErrorString(e));
+  }
+  *blocks = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
+  return TC_OK;
+}
+
+inline int64_t min3(int64_t a, int64_t b, int64_t c) {
+  return a < b ? (a < c ? a : c) : (b < c ? b : c);
+}
+
+template <class T, bool RMS, int VEC>
+tc_status launch_forward(const norms::Forward& f) {
+  using A = acc_t<T>;
+  constexpr int VPT = kElems<T, VEC> / VEC, kRows = kRowsOf<T, VEC>;
+  const FwdArgs<T> a{static_cast<const T*>(f.x), static_cast<const T*>(f.weight),
+                     static_cast<const T*>(f.bias), static_cast<T*>(f.y), static_cast<A*>(f.mean),
+                     static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps)};
+  const bool in_regs = f.cols / VEC <= int64_t(kBlock) * VPT;
+  const int width = in_regs ? width_for(f.cols / VEC, VPT) : kBlock;
+  void (*kernel)(FwdArgs<T>, int) = in_regs ? norm_forward_kernel<T, RMS, VEC, VPT, kRows>
+                                            : norm_forward_loop_kernel<T, RMS, VEC>;
+  // A block for each (512 / width) x kRows rows: the block scheduler balances
+  // the SMs to within one block (a persistent grid left 3% idle at 32768 rows).
+  const int64_t rows_per_block = in_regs ? int64_t(kBlock / width) * kRows : 1;
+  kernel<<<grid_1d(f.rows, int(rows_per_block)), kBlock, 0, as_stream(f.stream)>>>(a, width);
+  return check_launch(f.op);
+}
+
+template <class T, bool RMS, int VEC>
+tc_status launch_backward(const norms::Backward& b) {
+  using A = acc_t<T>;
+  constexpr int VPT = kElems<T, VEC> / VEC, kRows = kRowsOf<T, VEC>;
+  const bool in_regs = b.cols / VEC <= int64_t(kBlock) * VPT;
+  const int width = in_regs ? width_for(b.cols / VEC, VPT) : kBlock;
+  void (*kernel)(BwdArgs<T>, int) = in_regs ? norm_backward_kernel<T, RMS, VEC, VPT, kRows>
+                                            : norm_backward_loop_kernel<T, RMS, VEC>;
+  int64_t resident = 0;
+  TC_RETURN_IF_ERROR(resident_blocks(b.op, kernel, &resident));
+  // Bands of equal length, every block at least one row (each writes its
+  // partial row), no more blocks than the workspace has partial rows for.
+  const int64_t rows_per_block = in_regs ? int64_t(kBlock / width) * kRows : 1;
+  int64_t blocks = min3(norms::kMaxPartials, resident, plan::ceil_div(b.rows, rows_per_block));
+  const int64_t band = plan::ceil_div(b.rows, blocks);
+  blocks = plan::ceil_div(b.rows, band);
+  A* ws = static_cast<A*>(b.workspace);
+  A* part_w = b.grad_weight ? ws : nullptr;
+  A* part_b = b.grad_bias ? ws + (b.grad_weight ? blocks * b.cols : 0) : nullptr;
+  const BwdArgs<T> a{static_cast<const T*>(b.grad_y), static_cast<const T*>(b.x),
+                     static_cast<const A*>(b.mean), static_cast<const A*>(b.rstd),
+                     static_cast<const T*>(b.weight), static_cast<T*>(b.grad_x), part_w, part_b,
+                     b.rows, b.cols, band};
+  cudaStream_t stream = as_stream(b.stream);
+  kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
+  TC_RETURN_IF_ERROR(check_launch(b.op));
+  const int grads = (part_w != nullptr) + (part_b != nullptr);
+  if (grads == 0) return TC_OK;
+  T* first = static_cast<T*>(b.grad_weight ? b.grad_weight : b.grad_bias);
+  sum_partials_kernel<T, A><<<dim3(grid_1d(b.cols, 32), grads), dim3(32, 16), 0, stream>>>(
+      ws, blocks, b.cols, first, static_cast<T*>(b.grad_bias));
+  return check_launch(b.op);
+}
+
+// 16-byte vectors when every row starts 16-byte aligned, else single elements.
+template <class T>
+bool vectorizable(int64_t cols, std::initializer_list<const void*> ptrs) {
+  if (cols % Vec<T>::size != 0) return false;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
+template <bool RMS>
+tc_status norm_forward_cuda(const norms::Forward& f) {
+  TC_RETURN_IF_ERROR(norms::check(f));
+  if (f.rows == 0) return TC_OK;
+  return dispatch_cuda(f.dtype, f.op, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    if (vectorizable<T>(f.cols, {f.x, f.y, f.weight, f.bias}))
+      return launch_forward<T, RMS, Vec<T>::size>(f);
+    return launch_forward<T, RMS, 1>(f);
+  });
+}
+
+template <bool RMS>
+tc_status norm_backward_cuda(const norms::Backward& b) {
+  TC_RETURN_IF_ERROR(norms::check(b, RMS));
+  if (b.cols == 0 || (!b.grad_x && !b.grad_weight && !b.grad_bias)) return TC_OK;
+  if (b.rows == 0) {  // the weight and bias gradients of no rows are zero
+    for (void* grad : {b.grad_weight, b.grad_bias})
+      if (grad && cudaMemsetAsync(grad, 0, b.cols * tc_dtype_size(b.dtype), as_stream(b.stream)) !=
+                      cudaSuccess)
+        return check_launch(b.op);
+    return TC_OK;
+  }
+  const size_t need = norms::workspace_bytes(b);
+  TC_REQUIRE(b.workspace_bytes >= need && (need == 0 || b.workspace),
+             "%s: workspace of %zu bytes needed, %zu given", b.op, need, b.workspace_bytes);
+  return dispatch_cuda(b.dtype, b.op, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    if (vectorizable<T>(b.cols, {b.grad_y, b.x, b.weight, b.grad_x}))
+      return launch_backward<T, RMS, Vec<T>::size>(b);
+    return launch_backward<T, RMS, 1>(b);
+  });
+}
+
+}  // namespace

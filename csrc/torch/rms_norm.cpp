@@ -1,0 +1,62 @@
+// rms_norm, rms_norm_backward: torch layer. x is [..., *normalized_shape];
+// the core sees it as [rows, cols]. The forward also returns rstd (float32,
+// float64 for float64 x; [rows]) for the backward. eps=None is torch's
+// default: the epsilon of the statistics' type (float32 for 16-bit x).
+#include <limits>
+
+#include "../rms_norm.h"
+#include "norm.h"
+
+namespace {
+using namespace tc_torch;
+
+std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
+                                            const std::optional<at::Tensor>& weight,
+                                            std::optional<double> eps) {
+  const char* op = "rms_norm";
+  check_args(op, {{"x", x}});
+  const NormView v = norm_view(op, x, normalized_shape);
+  check_affine(op, "weight", weight, x, normalized_shape);
+  const double e = eps ? *eps
+                       : (x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                                         : std::numeric_limits<float>::epsilon());
+  const at::Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight);
+  at::Tensor y = empty_contiguous(xc.sizes(), xc), rstd = new_stats(xc, v.rows);
+  call(op, xc, tc_rms_norm_cpu, tc_rms_norm_cuda,
+       tc_rms_norm_params{dtype_of(xc), v.rows, v.cols, e, xc.data_ptr(), ptr_or_null(wc),
+                          y.data_ptr(), rstd.data_ptr(), nullptr});
+  return {y, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
+                                                     const at::Tensor& x,
+                                                     at::IntArrayRef normalized_shape,
+                                                     const at::Tensor& rstd,
+                                                     const std::optional<at::Tensor>& weight,
+                                                     std::array<bool, 2> mask) {
+  const char* op = "rms_norm_backward";
+  check_args(op, {{"grad_out", grad_out}, {"x", x}});
+  check_same_shape(op, {"grad_out", grad_out}, {"x", x});
+  const NormView v = norm_view(op, x, normalized_shape);
+  check_affine(op, "weight", weight, x, normalized_shape);
+  check_stats(op, "rstd", rstd, x, v.rows);
+  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous(), rc = rstd.contiguous(),
+                   wc = contiguous_or_undefined(weight);
+  at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);
+  at::Tensor gw = empty_contiguous(mask[1] ? normalized_shape : at::IntArrayRef{0}, xc);
+  tc_rms_norm_backward_params p{dtype_of(xc), v.rows, v.cols, gc.data_ptr(), xc.data_ptr(),
+                                rc.data_ptr(), ptr_or_null(wc), mask[0] ? gx.data_ptr() : nullptr,
+                                mask[1] ? gw.data_ptr() : nullptr, nullptr, 0, nullptr};
+  call_with_workspace(op, xc, tc_rms_norm_backward_cpu, tc_rms_norm_backward_cuda,
+                      tc_rms_norm_backward_workspace_size, p);
+  return {gx, gw};
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("rms_norm", &rms_norm);
+  m.impl("rms_norm_backward", &rms_norm_backward);
+}
+}  // namespace
+
+TC_REGISTER_IMPLS(impls)
