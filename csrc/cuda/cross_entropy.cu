@@ -340,10 +340,14 @@ ce_backward_kernel(T* __restrict__ grad, const T* __restrict__ scale, int64_t ro
     if (s == A(1)) continue;
     T* g = grad + r * cols;
     for (int64_t i = start; i < nvec; i += stride) {
-      Vec<T> v = load_vec(g + i * VEC);
+      if constexpr (VEC == 1) {
+        g[i] = from_acc<T>(A(to_acc(g[i])) * s);
+      } else {
+        Vec<T> v = load_vec(g + i * VEC);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v.v[j] = from_acc<T>(A(to_acc(v.v[j])) * s);
-      store_vec(g + i * VEC, v);
+        for (int j = 0; j < VEC; ++j) v.v[j] = from_acc<T>(A(to_acc(v.v[j])) * s);
+        store_vec(g + i * VEC, v);
+      }
     }
     if (start < cols - nvec * VEC) {
       T& e = g[nvec * VEC + start];
