@@ -47,7 +47,8 @@ class OpSpec:
     tinycuda: callable               # inputs -> output
     torch: callable                  # inputs -> output (eager reference)
     cost: callable                   # (shape, mode, itemsize) -> ("GB/s", bytes) or ("TFLOP/s", flops)
-    variants: dict = field(default_factory=dict)  # extra tinycuda variants, fwd only (CUDA)
+    variants: dict = field(default_factory=dict)  # extra tinycuda variants (CUDA), in variant_modes
+    variant_modes: tuple = ("fwd",)
     liger: callable = None           # inputs -> output through Liger-Kernel (imported lazily), if it has the op
     loss: bool = False               # a loss: fwd+bwd backpropagates 1, as loss.backward()
 
@@ -201,7 +202,10 @@ SPECS = {
                              _randn(sh[2], sh[1], dtype=dt, device=dev) / sh[1] ** 0.5,
                              torch.randint(0, sh[2], (sh[0],), device=dev)],
         lambda h, w, t: tinycuda.fused_linear_cross_entropy(h, w, t), lambda h, w, t: F.cross_entropy(h @ w.T, t),
-        _flce_flops, liger=_liger("transformers.functional", "liger_fused_linear_cross_entropy"), loss=True),
+        _flce_flops, liger=_liger("transformers.functional", "liger_fused_linear_cross_entropy"), loss=True,
+        # chunk size trades memory for time (auto: Liger's 256 tokens at the large shape)
+        variants={f"tinycuda[chunk={c}]": (lambda c: lambda h, w, t: tinycuda.fused_linear_cross_entropy(
+            h, w, t, chunk_size=c))(c) for c in (512, 1024)}, variant_modes=("fwd+bwd",)),
 }
 
 
@@ -318,7 +322,7 @@ def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
     if "compile" in impls:
         torch._dynamo.reset()
         fns["compile"] = torch.compile(spec.torch, fullgraph=True)
-    if mode == "fwd" and device == "cuda" and "variants" in impls:
+    if mode in spec.variant_modes and device == "cuda" and "variants" in impls:
         fns.update(spec.variants)
     if spec.liger is not None and device == "cuda" and "liger" in impls and has_liger():
         fns["liger"] = spec.liger
