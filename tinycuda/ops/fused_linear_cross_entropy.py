@@ -56,6 +56,7 @@ def _fused_linear_cross_entropy_fake(hidden, weight, target, bias=None, ignore_i
 def _setup(ctx, inputs, output):
     grads = output[1:]
     ctx.mark_non_differentiable(*grads)
+    ctx.set_materialize_grads(False)  # no zero-filled tensors for the gradients' gradients (1 GB for grad_weight)
     ctx.save_for_backward(*grads)
     ctx.compute_grad = inputs[7]
 
@@ -66,6 +67,8 @@ def _backward(ctx, grad_loss, *_):
                            "there is no gradient to backpropagate (the functional API sets it when needed)")
     # A bias=None left at its default is not among the autograd inputs at all.
     n_inputs = len(ctx.needs_input_grad)
+    if grad_loss is None:  # the loss unused (grads are not materialized)
+        return (None,) * n_inputs
     need_h, need_w, _, need_b = (*ctx.needs_input_grad, False, False)[:4]
     grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
     out = []

@@ -56,6 +56,7 @@ def _setup(ctx, inputs, output):
     x, normalized_shape, weight, bias = (*inputs, None, None)[:4]
     _, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)
+    ctx.set_materialize_grads(False)  # mean and rstd get no zero-filled gradients
     ctx.save_for_backward(x, mean, rstd, weight)
     ctx.normalized_shape = list(normalized_shape)
     ctx.has = (True, False, weight is not None, bias is not None, False)
@@ -64,6 +65,8 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad, _grad_mean, _grad_rstd):
     x, mean, rstd, weight = ctx.saved_tensors
     n = len(ctx.needs_input_grad)  # an argument left at its default is no autograd input
+    if grad is None:  # y unused (grads are not materialized)
+        return (None,) * n
     need = [a and b for a, b in zip((*ctx.needs_input_grad, False, False, False), ctx.has)]
     gx, gw, gb = torch.ops.tinycuda.layer_norm_backward(grad, x, ctx.normalized_shape, mean, rstd, weight,
                                                         [need[0], need[2], need[3]])

@@ -30,6 +30,7 @@ def _backward_fake(grad_out, x, normalized_shape, rstd, weight, output_mask):
 def _setup(ctx, inputs, output):
     x, normalized_shape, weight = (*inputs, None)[:3]
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # rstd gets no zero-filled gradient
     ctx.save_for_backward(x, output[1], weight)
     ctx.normalized_shape = list(normalized_shape)
     ctx.has_weight = weight is not None
@@ -38,6 +39,8 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad, _grad_rstd):
     x, rstd, weight = ctx.saved_tensors
     n = len(ctx.needs_input_grad)  # an argument left at its default is no autograd input
+    if grad is None:  # y unused (grads are not materialized)
+        return (None,) * n
     need_x, need_w = ctx.needs_input_grad[0], n > 2 and ctx.needs_input_grad[2] and ctx.has_weight
     gx, gw = torch.ops.tinycuda.rms_norm_backward(grad, x, ctx.normalized_shape, rstd, weight, [need_x, need_w])
     return (gx if need_x else None, None, gw if need_w else None, None)[:n]
