@@ -17,11 +17,8 @@
 // is not a multiple of 16 bytes or a pointer is misaligned. A thread holds 16
 // elements of a row (8 of double or single elements), so rows up to 8192
 // elements (4096 double, 4096 single elements) are read from DRAM exactly
-// once. layer_norm's statistics: each thread's own (count, mean, centered M2)
-// from its registers, merged over the group in one reduction (Chan et al.;
-// exact where |mean| >> std, unlike E[x^2] - E[x]^2). The first version
-// reduced sum(x), then sum((x - mean)^2): two barrier rounds a row, and
-// 2490 GB/s forward at 32768 x 4096 bf16 against rms_norm's 2934 with one. `width` is the fewest threads that hold the
+// once; the statistics are two passes over the registers (a centered
+// variance, not E[x^2] - E[x]^2). `width` is the fewest threads that hold the
 // row: 256 for 4096 bf16 columns. A 512-thread block holds 512 / width
 // groups; a group reduces with shuffles and, across its warps, shared memory
 // and a named barrier of its own, so the groups of a block never wait for
@@ -43,7 +40,7 @@
 //
 // Expected at 32768 x 4096 bf16 (256 MB a tensor) on an H100 (3.0 TB/s copy):
 // both kernels bandwidth-bound, near copy speed. ptxas (sm_90a): forward 60-64
-// registers (2 blocks = 1024 threads an SM; layer_norm bf16 spills 4 bytes), backward 115-128 (1 block of
+// registers (2 blocks = 1024 threads an SM), backward 115-128 (1 block of
 // 512). Per SM that keeps 1024 threads x 2 rows x 32 B = 64 KB of x in flight
 // forward and 512 x 2 rows x 64 B = 64 KB of x and grad_y backward, against
 // the ~25 KB Little's law asks for (22.7 GB/s per SM x ~1 us loaded latency).
@@ -159,49 +156,6 @@ __device__ __forceinline__ void group_sum(A (&v)[N], int width, A (&scratch)[2][
   slot ^= 1;
 }
 
-// (count, mean, M2 = sum of squared deviations) of each of K rows over the
-// `width` threads of this thread's row group, merged pairwise (Chan et al.):
-// one reduction for both statistics, where sum(x) then sum((x - mean)^2) took
-// two, and still exact where |mean| >> std. The merge is symmetric in its
-// operands, so every thread ends with the same bits. Scratch and barrier as
-// in group_sum.
-template <class A>
-__device__ __forceinline__ void merge_stats(A& n, A& mean, A& m2, A n2, A mean2, A m22) {
-  const A total = n + n2;
-  if (total == A(0)) return;
-  const A d = mean2 - mean;
-  m2 = m2 + m22 + d * d * (n * n2 / total);
-  mean = (n * mean + n2 * mean2) / total;
-  n = total;
-}
-
-template <int K, class A>
-__device__ __forceinline__ void group_stats(A (&n)[K], A (&mean)[K], A (&m2)[K], int width,
-                                            A (&scratch)[2][kWarps][3 * K], int& slot) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-    for (int u = 0; u < K; ++u)
-      merge_stats(n[u], mean[u], m2[u], __shfl_xor_sync(0xffffffffu, n[u], o),
-                  __shfl_xor_sync(0xffffffffu, mean[u], o), __shfl_xor_sync(0xffffffffu, m2[u], o));
-  if (width == 32) return;
-  const int warp = threadIdx.x / 32, first = warp & ~(width / 32 - 1);
-  if (threadIdx.x % 32 == 0)
-#pragma unroll
-    for (int u = 0; u < K; ++u)
-      scratch[slot][warp][3 * u] = n[u], scratch[slot][warp][3 * u + 1] = mean[u],
-      scratch[slot][warp][3 * u + 2] = m2[u];
-  named_barrier(1 + threadIdx.x / width, width);
-#pragma unroll
-  for (int u = 0; u < K; ++u) {
-    n[u] = 0, mean[u] = 0, m2[u] = 0;
-    for (int w = first; w < first + width / 32; ++w)
-      merge_stats(n[u], mean[u], m2[u], scratch[slot][w][3 * u], scratch[slot][w][3 * u + 1],
-                  scratch[slot][w][3 * u + 2]);
-  }
-  slot ^= 1;
-}
-
 // Adds the groups' column sums acc[k][j] (column (k * width + lane) * VEC + j)
 // in group order and writes them as row blockIdx.x of `part`, coalesced.
 template <int VPT, int VEC, class A>
@@ -268,7 +222,6 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
   using A = acc_t<T>;
   using P = Pack<T, VEC>;
   __shared__ A scratch[2][kWarps][kRows];
-  __shared__ A stats_scratch[2][kWarps][3 * kRows];
   const int lane = threadIdx.x & (width - 1);
   const int64_t groups = kBlock / width, chunks = a.cols / VEC;
   const A inv_n = a.cols ? A(1) / A(a.cols) : A(0);
@@ -288,43 +241,32 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
       return r0 + u < a.rows && int64_t(k) * width + lane < chunks;
     };
     A mean[kRows] = {}, ss[kRows] = {};
-    if constexpr (RMS) {
+    if constexpr (!RMS) {
 #pragma unroll
       for (int u = 0; u < kRows; ++u)
 #pragma unroll
         for (int k = 0; k < VPT; ++k)
           if (valid(u, k))
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) {
-              const A v = to_acc(xv[u][k].v[j]);
-              ss[u] += v * v;
-            }
-      group_sum(ss, width, scratch, slot);
-    } else {
-      // this thread's (count, mean, M2), then one merge over the group
-      A cnt[kRows] = {};
+            for (int j = 0; j < VEC; ++j) mean[u] += to_acc(xv[u][k].v[j]);
+      group_sum(mean, width, scratch, slot);
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
-#pragma unroll
-        for (int k = 0; k < VPT; ++k)
-          if (valid(u, k)) {
-            cnt[u] += A(VEC);
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) mean[u] += to_acc(xv[u][k].v[j]);
-          }
-        if (cnt[u] > A(0)) mean[u] /= cnt[u];
+        mean[u] *= inv_n;
         launder(xv[u]);
-#pragma unroll
-        for (int k = 0; k < VPT; ++k)
-          if (valid(u, k))
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) {
-              const A d = A(to_acc(xv[u][k].v[j])) - mean[u];
-              ss[u] += d * d;
-            }
       }
-      group_stats(cnt, mean, ss, width, stats_scratch, slot);
     }
+#pragma unroll
+    for (int u = 0; u < kRows; ++u)
+#pragma unroll
+      for (int k = 0; k < VPT; ++k)
+        if (valid(u, k))
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const A d = A(to_acc(xv[u][k].v[j])) - mean[u];
+            ss[u] += d * d;
+          }
+    group_sum(ss, width, scratch, slot);
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
       launder(xv[u]);
