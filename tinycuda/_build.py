@@ -31,9 +31,8 @@ def flags(with_cuda, debug):
     """(cxx flags, nvcc flags)."""
     opt = ["-O0", "-g"] if debug else ["-O3"]
     cxx = opt + ["-std=c++17"]
-    nvcc = opt + ["-std=c++17", "--expt-relaxed-constexpr"]
-    if debug:
-        nvcc += ["-lineinfo"]
+    # -lineinfo always: compute-sanitizer and ncu then name source lines; no effect on the code
+    nvcc = opt + ["-std=c++17", "--expt-relaxed-constexpr", "-lineinfo"]
     if with_cuda:
         cxx.append("-DTC_WITH_CUDA")
         nvcc.append("-DTC_WITH_CUDA")
