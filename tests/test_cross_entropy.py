@@ -242,11 +242,14 @@ def test_cross_entropy_cuda_graph_replay():
         loss = tinycuda.cross_entropy(x, t, label_smoothing=0.1)
         return loss, torch.autograd.grad(loss * 2, x)[0]
 
-    ref_loss, ref_grad = step()
+    # warm-up (and the eager reference) on a side stream, as torch.cuda.graph's
+    # recipe asks: a first backward on the default stream left the autograd
+    # engine syncing the legacy stream with the capture ("would make the
+    # legacy stream depend on a capturing blocking stream")
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        step()
+        ref_loss, ref_grad = step()
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

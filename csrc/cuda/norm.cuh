@@ -133,12 +133,13 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 // Sums each of v[N] over the `width` threads of this thread's row group; all
 // of them get the totals (the same bits: every thread adds in the same
 // order). Across warps: one partial per warp in shared memory, then a barrier
-// for this group alone (id 1 + group; 0 is __syncthreads). The two scratch
+// for this group alone (id 1 + group; 0 is __syncthreads), or __syncthreads
+// when the caller's loop is uniform over the block (whole_block). The two scratch
 // slots alternate, so one barrier a call suffices: a warp rewrites a slot only
 // after the next call's barrier, which every warp reaches after reading it.
 template <int N, class A>
 __device__ __forceinline__ void group_sum(A (&v)[N], int width, A (&scratch)[2][kWarps][N],
-                                          int& slot) {
+                                          int& slot, bool whole_block = false) {
 #pragma unroll
   for (int i = 0; i < N; ++i) v[i] = warp_sum(v[i]);
   if (width == 32) return;
@@ -146,7 +147,10 @@ __device__ __forceinline__ void group_sum(A (&v)[N], int width, A (&scratch)[2][
   if (threadIdx.x % 32 == 0)
 #pragma unroll
     for (int i = 0; i < N; ++i) scratch[slot][warp][i] = v[i];
-  named_barrier(1 + threadIdx.x / width, width);
+  if (whole_block)
+    __syncthreads();
+  else
+    named_barrier(1 + threadIdx.x / width, width);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     A s = 0;
@@ -305,7 +309,12 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
   A dw[VPT][VEC] = {}, db[VPT][VEC] = {};
   const int64_t r_begin = blockIdx.x * a.band, r_end = min(a.rows, r_begin + a.band);
   int slot = 0;
-  for (int64_t r0 = r_begin + threadIdx.x / width * kRows; r0 < r_end; r0 += groups * kRows) {
+  // The row loop is uniform over the block and the reductions use
+  // __syncthreads: with group barriers, groups that ran out of rows waited at
+  // write_partials' __syncthreads while others still reduced, and racecheck
+  // reported hazards on the shared buffers (fp32 3 x 1024, 8 groups a block).
+  for (int64_t base = r_begin; base < r_end; base += groups * kRows) {
+    const int64_t r0 = base + threadIdx.x / width * kRows;
     P xv[kRows][VPT], gv[kRows][VPT];
     A mean[kRows], rstd[kRows];
 #pragma unroll
@@ -341,7 +350,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
         }
       }
     if (!a.gx) continue;  // uniform across the grid
-    group_sum(s, width, scratch, slot);
+    group_sum(s, width, scratch, slot, /*whole_block=*/true);
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
       launder(xv[u]);
