@@ -242,10 +242,10 @@ def test_cross_entropy_cuda_graph_replay():
         loss = tinycuda.cross_entropy(x, t, label_smoothing=0.1)
         return loss, torch.autograd.grad(loss * 2, x)[0]
 
-    # warm-up (and the eager reference) on a side stream, as torch.cuda.graph's
-    # recipe asks: a first backward on the default stream left the autograd
-    # engine syncing the legacy stream with the capture ("would make the
-    # legacy stream depend on a capturing blocking stream")
+    # warm-up (and the eager reference) on a side stream, torch.cuda.graph's
+    # recipe: with the reference computed on the default stream first, the
+    # capture failed on the H100 ("would make the legacy stream depend on a
+    # capturing blocking stream")
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
