@@ -407,8 +407,10 @@ def plot(rows, directory, peak_gbps=None):
     for ax, op in zip(axes[:, 0], ops):
         mine = [r for r in tc if r["op"] == op]
         xs = range(len(mine))
-        ax.bar([x - 0.2 for x in xs], [r["vs_eager"] for r in mine], 0.4, label="vs eager")
-        ax.bar([x + 0.2 for x in xs], [r["vs_compile"] or 0 for r in mine], 0.4, label="vs torch.compile")
+        ax.bar([x - 0.27 for x in xs], [r["vs_eager"] for r in mine], 0.27, label="vs eager")
+        ax.bar(list(xs), [r["vs_compile"] or 0 for r in mine], 0.27, label="vs torch.compile")
+        if any(r.get("vs_liger") for r in mine):
+            ax.bar([x + 0.27 for x in xs], [r.get("vs_liger") or 0 for r in mine], 0.27, label="vs Liger")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(list(xs), [f"{r['mode']}\n{'x'.join(map(str, r['shape']))}" for r in mine], fontsize=6)
         ax.set_title(f"{op}: speedup of tinycuda ({mine[0]['dtype']})", fontsize=9)
