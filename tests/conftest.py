@@ -95,3 +95,15 @@ def check_op(ours_fn, torch_fn, inputs, *, grad=True, rtol32=1e-5, atol32=1e-5,
         assert a.dtype == inputs[0].dtype
         assert_matches(a, b, r, grad=True, rtol32=grad_rtol32 or rtol32, atol32=grad_atol32 or atol32)
     return out
+
+
+def assert_drop_in_module(ours, ref, x):
+    """`ours` is a drop-in for the torch.nn module `ref`: the same state_dict
+    keys and repr, and the same output after loading the other's (random)
+    parameters, in both directions."""
+    assert list(ours.state_dict()) == list(ref.state_dict()) and repr(ours) == repr(ref)
+    for src, dst in ((ref, ours), (ours, ref)):
+        for p in src.parameters():
+            torch.nn.init.normal_(p)
+        dst.load_state_dict(src.state_dict())
+        torch.testing.assert_close(ours(x), ref(x))

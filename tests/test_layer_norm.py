@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda
-from conftest import check_op, noncontiguous
+from conftest import assert_drop_in_module, check_op, noncontiguous
 
 # (x shape, normalized_shape). On CUDA: 16-byte vectors with the row in
 # registers (1024, 8192 and the many-row shapes), single elements in registers
@@ -118,17 +118,8 @@ def test_layer_norm_grads_are_deterministic(device, dtype):
 
 def test_layer_norm_module_matches_torch_nn():
     for kwargs in ({}, {"bias": False}, {"elementwise_affine": False}, {"eps": 1e-3}):
-        ours, ref = tinycuda.nn.LayerNorm((3, 8), **kwargs), torch.nn.LayerNorm((3, 8), **kwargs)
-        assert list(ours.state_dict()) == list(ref.state_dict()) and repr(ours) == repr(ref)
-        for p in ref.parameters():
-            torch.nn.init.normal_(p)
-        ours.load_state_dict(ref.state_dict())
-        x = torch.randn(4, 3, 8)
-        torch.testing.assert_close(ours(x), ref(x))
-        for p in ours.parameters():
-            torch.nn.init.normal_(p)
-        ref.load_state_dict(ours.state_dict())
-        torch.testing.assert_close(ours(x), ref(x))
+        assert_drop_in_module(tinycuda.nn.LayerNorm((3, 8), **kwargs), torch.nn.LayerNorm((3, 8), **kwargs),
+                              torch.randn(4, 3, 8))
     m = tinycuda.nn.LayerNorm(6, dtype=torch.float64)
     assert m.weight.dtype == torch.float64 and torch.equal(m.bias, torch.zeros(6, dtype=torch.float64))
 

@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda
-from conftest import check_op, noncontiguous
+from conftest import assert_drop_in_module, check_op, noncontiguous
 from test_layer_norm import CASES as LN_CASES
 
 # One column is degenerate for rms_norm: y = sign(x) * w, and grad_x is pure
@@ -99,17 +99,8 @@ def test_rms_norm_grads_are_deterministic(device, dtype):
 
 def test_rms_norm_module_matches_torch_nn():
     for kwargs in ({}, {"elementwise_affine": False}, {"eps": 1e-3}):
-        ours, ref = tinycuda.nn.RMSNorm((3, 8), **kwargs), torch.nn.RMSNorm((3, 8), **kwargs)
-        assert list(ours.state_dict()) == list(ref.state_dict()) and repr(ours) == repr(ref)
-        for p in ref.parameters():
-            torch.nn.init.normal_(p)
-        ours.load_state_dict(ref.state_dict())
-        x = torch.randn(4, 3, 8)
-        torch.testing.assert_close(ours(x), ref(x))
-        for p in ours.parameters():
-            torch.nn.init.normal_(p)
-        ref.load_state_dict(ours.state_dict())
-        torch.testing.assert_close(ours(x), ref(x))
+        assert_drop_in_module(tinycuda.nn.RMSNorm((3, 8), **kwargs), torch.nn.RMSNorm((3, 8), **kwargs),
+                              torch.randn(4, 3, 8))
     m = tinycuda.nn.RMSNorm(6, dtype=torch.bfloat16)
     assert m.weight.dtype == torch.bfloat16 and torch.equal(m.weight, torch.ones(6, dtype=torch.bfloat16))
 
