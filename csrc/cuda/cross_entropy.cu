@@ -359,28 +359,17 @@ ce_backward_kernel(T* __restrict__ grad, const T* __restrict__ scale, int64_t ro
 // ---------------------------------------------------------------------------
 // launch helpers
 
-tc_status cuda_error(const char* op, const char* what, cudaError_t err) {
-  cudaGetLastError();  // clear it: the next launch's check must not see it
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
-    return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: %s", op, cudaGetErrorString(err));
-  return tc_fail(TC_ERR_CUDA, "%s: %s failed: %s", op, what, cudaGetErrorString(err));
-}
-
 // A persistent grid: per SM as many blocks as can be resident, but no more
 // rows in flight than fit in half the L2 (pass 2 re-reads them), never fewer
 // than one block per SM.
 template <class Kernel>
 tc_status persistent_grid(const char* op, Kernel kernel, int threads, int64_t blocks,
                           int64_t bytes_per_block, unsigned* grid) {
-  int dev = 0, sms = 0, l2 = 0, resident = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
-  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0);
-  if (err != cudaSuccess) return cuda_error(op, "querying the device", err);
-  const int64_t fit = int64_t(l2) / 2 / (int64_t(sms) * bytes_per_block);
-  const int64_t per_sm = fit < 1 ? 1 : (fit < resident ? fit : resident);
-  const int64_t g = blocks < sms * per_sm ? blocks : sms * per_sm;
+  DeviceFit dev;
+  TC_RETURN_IF_ERROR(device_fit(op, kernel, threads, &dev));
+  const int64_t fit = int64_t(dev.l2_bytes) / 2 / (int64_t(dev.sms) * bytes_per_block);
+  const int64_t per_sm = fit < 1 ? 1 : (fit < dev.blocks_per_sm ? fit : dev.blocks_per_sm);
+  const int64_t g = blocks < dev.sms * per_sm ? blocks : dev.sms * per_sm;
   *grid = unsigned(g < 1 ? 1 : g);
   return TC_OK;
 }

@@ -44,16 +44,59 @@ tc_status dispatch_cuda(tc_dtype dtype, const char* op, F&& f) {
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
-// Every launch is followed by this: a bad configuration surfaces here, named.
-// No device or driver is TC_ERR_NO_CUDA, so callers can tell "no GPU here"
-// from a kernel that failed.
-inline tc_status check_launch(const char* op) {
-  cudaError_t err = cudaGetLastError();
+// A CUDA runtime error as a status, named: no device or driver is
+// TC_ERR_NO_CUDA, so callers can tell "no GPU here" from a call that failed.
+// The runtime's last error is cleared, so the next launch check starts clean.
+inline tc_status cuda_status(const char* op, const char* what, cudaError_t err) {
+  if (err == cudaSuccess) return TC_OK;
+  cudaGetLastError();
   if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
     return tc_fail(TC_ERR_NO_CUDA, "%s: no CUDA device: %s", op, cudaGetErrorString(err));
-  if (err != cudaSuccess)
-    return tc_fail(TC_ERR_CUDA, "%s: kernel launch failed: %s", op, cudaGetErrorString(err));
-  return TC_OK;
+  return tc_fail(TC_ERR_CUDA, "%s: %s failed: %s", op, what, cudaGetErrorString(err));
+}
+
+// Every launch is followed by this: a bad configuration surfaces here, named.
+inline tc_status check_launch(const char* op) {
+  return cuda_status(op, "kernel launch", cudaGetLastError());
+}
+
+// What a launcher sizes a resident (persistent) grid by: the current device's
+// SMs and L2, and how many blocks of `kernel` fit on one SM at once.
+struct DeviceFit {
+  int sms = 0, l2_bytes = 0, blocks_per_sm = 0;
+};
+
+template <class Kernel>
+tc_status device_fit(const char* op, Kernel kernel, int threads, DeviceFit* fit) {
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&fit->sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&fit->l2_bytes, cudaDevAttrL2CacheSize, dev);
+  if (err == cudaSuccess)
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit->blocks_per_sm, kernel, threads, 0);
+  return cuda_status(op, "querying the device", err);
+}
+
+// Makes the compiler forget what it knows of p's bits, so that float values
+// derived from packed 16-bit elements are converted again after a row's
+// reductions instead of held across them (every element twice, packed and as
+// a float): without it the softmax and norm kernels spilled in bf16.
+template <class P>
+__device__ __forceinline__ void launder(P& p) {
+  if constexpr (sizeof(P) % 4 == 0) {
+    uint32_t* w = reinterpret_cast<uint32_t*>(&p);
+#pragma unroll
+    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm volatile("" : "+r"(w[i]));
+  } else {
+    static_assert(sizeof(P) == 2, "launder takes 2 bytes or a multiple of 4");
+    asm volatile("" : "+h"(*reinterpret_cast<uint16_t*>(&p)));
+  }
+}
+
+template <class P, int K>
+__device__ __forceinline__ void launder(P (&p)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) launder(p[k]);
 }
 
 // Blocks for `items` work items, capped (kernels that can be capped loop).

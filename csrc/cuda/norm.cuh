@@ -75,29 +75,6 @@ __device__ __forceinline__ P ld(const T* p) { return *reinterpret_cast<const P*>
 template <class P, class T>
 __device__ __forceinline__ void st(T* p, const P& v) { *reinterpret_cast<P*>(p) = v; }
 
-// Makes the compiler forget what it knows of p's bits, so that the float
-// values derived from them are recomputed (one instruction an element) after
-// a row's reductions instead of held across them, and weights are converted
-// per row instead of hoisted: without it a thread held every element twice,
-// packed and as a float, and the backward spilled at 128 registers.
-template <class P>
-__device__ __forceinline__ void launder(P& p) {
-  if constexpr (sizeof(P) % 4 == 0) {
-    uint32_t* w = reinterpret_cast<uint32_t*>(&p);
-#pragma unroll
-    for (int i = 0; i < int(sizeof(P) / 4); ++i) asm volatile("" : "+r"(w[i]));
-  } else {
-    static_assert(sizeof(P) == 2, "a Pack is 2 bytes or a multiple of 4");
-    asm volatile("" : "+h"(*reinterpret_cast<uint16_t*>(&p)));
-  }
-}
-
-template <class P, int K>
-__device__ __forceinline__ void launder(P (&p)[K]) {
-#pragma unroll
-  for (int k = 0; k < K; ++k) launder(p[k]);
-}
-
 template <class T>
 struct FwdArgs {
   const T* x;
@@ -511,18 +488,9 @@ inline int width_for(int64_t chunks, int vpt) {
 // Blocks of `kernel` (kBlock threads) resident at once on the current device.
 template <class K>
 tc_status resident_blocks(const char* op, K kernel, int64_t* blocks) {
-  int dev = 0, sms = 0, per_sm = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // not sticky: leave the runtime clean for the caller
-    const bool none = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;
-    return tc_fail(none ? TC_ERR_NO_CUDA : TC_ERR_CUDA, "%s: %s%s", op,
-                   none ? "no CUDA device: " : "", cudaGetErrorString(e));
-  }
-  *blocks = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
+  DeviceFit fit;
+  TC_RETURN_IF_ERROR(device_fit(op, kernel, kBlock, &fit));
+  *blocks = int64_t(fit.sms) * (fit.blocks_per_sm > 0 ? fit.blocks_per_sm : 1);
   return TC_OK;
 }
 

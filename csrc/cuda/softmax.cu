@@ -98,18 +98,6 @@ struct RowSlice {
       if (has[k]) v[k] = load_vec(row + j * Vec<T>::size);
     }
   }
-
-  // Hides the values from the optimizer between passes, so that it converts
-  // them again instead of keeping the float copies of the previous pass
-  // alive: bf16 at 512 x 8 spilled 70 bytes a thread without this.
-  __device__ __forceinline__ void reconvert_later() {
-#pragma unroll
-    for (int k = 0; k < VECS; ++k) {
-      uint32_t* w = reinterpret_cast<uint32_t*>(&v[k]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(w[i]));
-    }
-  }
 };
 
 template <class T, int WIDTH, int VECS>
@@ -132,7 +120,7 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
 #pragma unroll
         for (int i = 0; i < N; ++i) m = fmax(m, A(to_acc(in.v[k].v[i])));
     m = row_reduce<WIDTH>(m, Max{}, scratch);
-    in.reconvert_later();
+    launder(in.v);
     A s = 0;
 #pragma unroll
     for (int k = 0; k < VECS; ++k)
@@ -142,7 +130,7 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
     s = row_reduce<WIDTH>(s, Add{}, scratch);
     // exp is computed again rather than kept: 32 floats a thread instead of 16
     // packed registers would not fit the 64-register budget.
-    in.reconvert_later();
+    launder(in.v);
     const A log_s = ::log(s), inv_s = A(1) / s;
 #pragma unroll
     for (int k = 0; k < VECS; ++k) {
@@ -184,8 +172,8 @@ softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__
         for (int i = 0; i < N; ++i)
           dot += log ? A(to_acc(gs.v[k].v[i])) : A(to_acc(gs.v[k].v[i])) * A(to_acc(ys.v[k].v[i]));
     dot = row_reduce<WIDTH>(dot, Add{}, scratch);
-    gs.reconvert_later();
-    ys.reconvert_later();
+    launder(gs.v);
+    launder(ys.v);
 #pragma unroll
     for (int k = 0; k < VECS; ++k) {
       if (!gs.has[k]) continue;
