@@ -73,6 +73,7 @@ def _jit():
         sources=wrappers,
         extra_cflags=cxx,
         extra_cuda_cflags=nvcc,
+        extra_include_paths=[_build.INCLUDE],
         build_directory=cache,
         with_cuda=with_cuda,
         is_python_module=False,

@@ -4,10 +4,10 @@
 // relative). Targets are checked before anything is written.
 #include <cmath>
 
-#include "../cross_entropy.h"
-#include "../cross_entropy_math.h"
-#include "../softmax_math.h"
-#include "cpu_utils.h"
+#include "tinycuda/cross_entropy.h"
+#include "../shared/cross_entropy_math.h"
+#include "../shared/softmax_math.h"
+#include "kit/cpu_utils.h"
 
 // Sizes the CUDA path's workspace (the CPU path needs none); it lives here
 // because this file is built in every configuration.

@@ -1,7 +1,7 @@
 // gelu on the CPU: one pass each way, in the accumulator type (gelu_math.h).
-#include "../act_check.h"
-#include "../gelu_math.h"
-#include "cpu_utils.h"
+#include "../shared/act_check.h"
+#include "../shared/gelu_math.h"
+#include "kit/cpu_utils.h"
 
 tc_status tc_gelu_cpu(const tc_gelu_params* p) {
   TC_RETURN_IF_ERROR(gelu_check(p));

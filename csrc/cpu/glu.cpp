@@ -1,8 +1,8 @@
 // swiglu / geglu on the CPU: y = act(a) * b; the backward recomputes act(a)
 // and act'(a) and writes both gradients in the same pass.
-#include "../act_check.h"
-#include "../gelu_math.h"
-#include "cpu_utils.h"
+#include "../shared/act_check.h"
+#include "../shared/gelu_math.h"
+#include "kit/cpu_utils.h"
 
 tc_status tc_glu_cpu(const tc_glu_params* p) {
   TC_RETURN_IF_ERROR(glu_check(p));

@@ -1,7 +1,7 @@
 // layer_norm on the CPU: the shared norm kernels (cpu/norm.h) with a mean and
 // a bias. The workspace query lives here, not in cuda/, so that it answers
 // in CPU-only builds too.
-#include "../layer_norm.h"
+#include "tinycuda/layer_norm.h"
 #include "norm.h"
 
 tc_status tc_layer_norm_cpu(const tc_layer_norm_params* p) {

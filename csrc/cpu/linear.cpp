@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "../linear.h"
-#include "../linear_check.h"
-#include "../sum.h"
-#include "cpu_utils.h"
+#include "tinycuda/linear.h"
+#include "../shared/linear_check.h"
+#include "tinycuda/sum.h"
+#include "kit/cpu_utils.h"
 
 namespace {
 

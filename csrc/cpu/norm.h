@@ -9,8 +9,8 @@
 #pragma once
 #include <vector>
 
-#include "../norm_plan.h"
-#include "cpu_utils.h"
+#include "../shared/norm_plan.h"
+#include "kit/cpu_utils.h"
 
 template <bool RMS>
 tc_status norm_forward_cpu(const norms::Forward& f) {

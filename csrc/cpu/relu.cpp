@@ -1,6 +1,6 @@
 // relu on the CPU: one pass, converted through the accumulator type.
-#include "../relu.h"
-#include "cpu_utils.h"
+#include "tinycuda/relu.h"
+#include "kit/cpu_utils.h"
 
 tc_status tc_relu_cpu(const tc_relu_params* p) {
   TC_REQUIRE(p, "relu: params is NULL");

@@ -1,6 +1,6 @@
 // rms_norm on the CPU: the shared norm kernels (cpu/norm.h) without mean or
 // bias. The workspace query lives here so that it answers in CPU-only builds.
-#include "../rms_norm.h"
+#include "tinycuda/rms_norm.h"
 #include "norm.h"
 
 tc_status tc_rms_norm_cpu(const tc_rms_norm_params* p) {

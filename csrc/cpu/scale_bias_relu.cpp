@@ -2,9 +2,9 @@
 // the accumulator type across all rows (one stage: no workspace needed).
 #include <vector>
 
-#include "../scale_bias_relu.h"
-#include "../reduce_plan.h"
-#include "cpu_utils.h"
+#include "tinycuda/scale_bias_relu.h"
+#include "../shared/reduce_plan.h"
+#include "kit/cpu_utils.h"
 
 tc_status tc_scale_bias_relu_cpu(const tc_scale_bias_relu_params* p) {
   TC_REQUIRE(p, "scale_bias_relu: params is NULL");

@@ -1,8 +1,8 @@
 // softmax / log_softmax on the CPU: one online pass for (max, sum), one to
 // write; backward: one pass for the row's dot product, one to write.
-#include "../softmax.h"
-#include "../softmax_math.h"
-#include "cpu_utils.h"
+#include "tinycuda/softmax.h"
+#include "../shared/softmax_math.h"
+#include "kit/cpu_utils.h"
 
 tc_status tc_softmax_cpu(const tc_softmax_params* p) {
   TC_REQUIRE(p, "softmax: params is NULL");

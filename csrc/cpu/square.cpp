@@ -1,6 +1,6 @@
 // square on the CPU: y = x*x, grad_x = 2*x*grad_y, in the accumulator type.
-#include "../square.h"
-#include "cpu_utils.h"
+#include "tinycuda/square.h"
+#include "kit/cpu_utils.h"
 
 tc_status tc_square_cpu(const tc_square_params* p) {
   TC_REQUIRE(p, "square: params is NULL");

@@ -2,15 +2,15 @@
 // sum over 2^20 terms drifts by ~1e-4 relative, double keeps it at rounding.
 #include <vector>
 
-#include "../sum.h"
-#include "cpu_utils.h"
+#include "tinycuda/sum.h"
+#include "kit/cpu_utils.h"
 
 static tc_status check_shape(const char* op, int64_t outer, int64_t reduce, int64_t inner) {
   TC_REQUIRE(outer >= 0 && reduce >= 0 && inner >= 0, "%s: negative size", op);
   return TC_OK;
 }
 
-#include "../reduce_plan.h"
+#include "../shared/reduce_plan.h"
 
 // Sizes the CUDA path's partial sums (the CPU path needs none); it lives here
 // because this file is built in every configuration.

@@ -29,10 +29,10 @@
 //
 // Targets outside [0, V) other than ignore_index are never dereferenced: the
 // row's loss and its gradient row are NaN (the CPU path raises instead).
-#include "../cross_entropy.h"
-#include "../cross_entropy_math.h"
-#include "../softmax_math.h"
-#include "reduce.cuh"
+#include "tinycuda/cross_entropy.h"
+#include "../shared/cross_entropy_math.h"
+#include "../shared/softmax_math.h"
+#include "kit/reduce.cuh"
 
 namespace {
 

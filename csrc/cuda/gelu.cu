@@ -11,10 +11,10 @@
 // A prototype of geglu's forward loop (the same math, 6 bytes per bf16
 // element instead of 4) ran at 100% of copy bandwidth on an H100; with 1.5x
 // the math per byte we expect ~95% here in bf16, ~100% in fp32.
-#include "../act_check.h"
-#include "../gelu.h"
-#include "../gelu_math.h"
-#include "pointwise.cuh"
+#include "../shared/act_check.h"
+#include "tinycuda/gelu.h"
+#include "../shared/gelu_math.h"
+#include "kit/pointwise.cuh"
 
 // ---------------------------------------------------------------------------
 // element functions (Act: GeluErf or GeluTanh)

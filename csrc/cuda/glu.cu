@@ -18,10 +18,10 @@
 // nothing.
 #include <algorithm>
 
-#include "../act_check.h"
-#include "../gelu_math.h"
-#include "../glu.h"
-#include "pointwise.cuh"
+#include "../shared/act_check.h"
+#include "../shared/gelu_math.h"
+#include "tinycuda/glu.h"
+#include "kit/pointwise.cuh"
 
 namespace {
 

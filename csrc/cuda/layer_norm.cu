@@ -1,7 +1,7 @@
 // layer_norm on CUDA: the shared norm kernels (cuda/norm.cuh, where the
 // launch shape, the math and the bytes moved are described) with a mean and
 // a bias.
-#include "../layer_norm.h"
+#include "tinycuda/layer_norm.h"
 #include "norm.cuh"
 
 tc_status tc_layer_norm_cuda(const tc_layer_norm_params* p) {

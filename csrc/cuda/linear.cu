@@ -31,10 +31,10 @@
 // Tile loads pick the thread->element map that keeps global reads coalesced
 // for the operand's contiguous axis, and shared rows are padded by 4 floats so
 // the transposing stores hit 32 distinct banks.
-#include "../linear.h"
-#include "../linear_check.h"
-#include "../sum.h"
-#include "cuda_utils.cuh"
+#include "tinycuda/linear.h"
+#include "../shared/linear_check.h"
+#include "tinycuda/sum.h"
+#include "kit/cuda_utils.cuh"
 
 namespace {
 

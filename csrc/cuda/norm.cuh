@@ -48,9 +48,9 @@
 #pragma once
 #include <cstdint>
 
-#include "../norm_plan.h"
-#include "../reduce_plan.h"
-#include "reduce.cuh"
+#include "../shared/norm_plan.h"
+#include "../shared/reduce_plan.h"
+#include "kit/reduce.cuh"
 
 namespace {
 

@@ -8,8 +8,8 @@
 // loads, or one for 16-bit types). Forward moves 8 + 1/8 bytes per fp32
 // element, backward 8 + 1/8 instead of 12: torch.compile's backward reads a
 // 1-byte bool mask (9 bytes) and was 1.3x faster than relu_backward at 8192^2.
-#include "../relu.h"
-#include "pointwise.cuh"
+#include "tinycuda/relu.h"
+#include "kit/pointwise.cuh"
 
 // ---------------------------------------------------------------------------
 // element functions

@@ -1,6 +1,6 @@
 // rms_norm on CUDA: the shared norm kernels (cuda/norm.cuh, where the launch
 // shape, the math and the bytes moved are described) without mean or bias.
-#include "../rms_norm.h"
+#include "tinycuda/rms_norm.h"
 #include "norm.cuh"
 
 tc_status tc_rms_norm_cuda(const tc_rms_norm_params* p) {

@@ -14,9 +14,9 @@
 // memory and writes one partial per column; sum_partials_kernel adds the
 // slices in order (plan::column_chunks slices: 32 at 8192^2), so the result is
 // deterministic.
-#include "../reduce_plan.h"
-#include "../scale_bias_relu.h"
-#include "reduce.cuh"
+#include "../shared/reduce_plan.h"
+#include "tinycuda/scale_bias_relu.h"
+#include "kit/reduce.cuh"
 
 namespace {
 constexpr int kUnroll = 4;  // rows in flight per thread

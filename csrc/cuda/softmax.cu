@@ -23,9 +23,9 @@
 // NaN / inf: max uses fmax (which skips NaN), but a NaN or +inf then makes
 // sum(exp(x - m)) NaN, and an all -inf row makes x - m NaN: such rows come
 // out NaN, as in torch, without a special case.
-#include "../softmax.h"
-#include "../softmax_math.h"
-#include "reduce.cuh"
+#include "tinycuda/softmax.h"
+#include "../shared/softmax_math.h"
+#include "kit/reduce.cuh"
 
 namespace {
 

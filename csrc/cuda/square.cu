@@ -1,7 +1,7 @@
 // square: y = x * x; square_backward: grad_x = 2 * x * grad_y.
 // One pass of 16-byte vectors each through launch_pointwise (pointwise.cuh).
-#include "../square.h"
-#include "pointwise.cuh"
+#include "tinycuda/square.h"
+#include "kit/pointwise.cuh"
 
 // ---------------------------------------------------------------------------
 // element functions

@@ -12,9 +12,9 @@
 // sum_partials_kernel adds the slices in order.
 //
 // Backward broadcasts grad_y over the reduced axis.
-#include "../reduce_plan.h"
-#include "../sum.h"
-#include "reduce.cuh"
+#include "../shared/reduce_plan.h"
+#include "tinycuda/sum.h"
+#include "kit/reduce.cuh"
 
 // ---------------------------------------------------------------------------
 // kernels

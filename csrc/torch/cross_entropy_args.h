@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "../cross_entropy.h"
+#include "tinycuda/cross_entropy.h"
 #include "torch_utils.h"
 
 namespace tc_torch {

@@ -1,6 +1,6 @@
 // gelu, gelu_backward: torch layer. `approximate` is F.gelu's string,
 // mapped here to the core's code.
-#include "../gelu.h"
+#include "tinycuda/gelu.h"
 #include "torch_utils.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // swiglu, geglu and their backwards: torch layer over the core's glu ops
 // (one params struct, `act` picking silu or a gelu form). a and b must agree
 // in shape, dtype and device; strided inputs are copied to contiguous ones.
-#include "../glu.h"
+#include "tinycuda/glu.h"
 #include "torch_utils.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // layer_norm, layer_norm_backward: torch layer. x is [..., *normalized_shape];
 // the core sees it as [rows, cols]. The forward also returns mean and rstd
 // (float32, float64 for float64 x; [rows]) for the backward.
-#include "../layer_norm.h"
+#include "tinycuda/layer_norm.h"
 #include "norm.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // linear, linear_backward: torch layer. x is [..., K], weight [N, K],
 // bias [N]; the core sees x as [M, K] with M the product of the batch dims.
-#include "../linear.h"
+#include "tinycuda/linear.h"
 #include "torch_utils.h"
 
 namespace {

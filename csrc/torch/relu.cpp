@@ -1,5 +1,5 @@
 // relu, relu_backward: torch layer.
-#include "../relu.h"
+#include "tinycuda/relu.h"
 #include "torch_utils.h"
 
 namespace {

@@ -4,7 +4,7 @@
 // default: the epsilon of the statistics' type (float32 for 16-bit x).
 #include <limits>
 
-#include "../rms_norm.h"
+#include "tinycuda/rms_norm.h"
 #include "norm.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // scale_bias_relu, scale_bias_relu_backward: torch layer. x is [..., C],
 // bias [C]; the core sees x as [rows, C].
-#include "../scale_bias_relu.h"
+#include "tinycuda/scale_bias_relu.h"
 #include "torch_utils.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // softmax, log_softmax, softmax_backward: torch layer. The core works on the
 // last dim; another dim is moved there (a copy) and the result moved back
 // and made contiguous, so outputs are always contiguous.
-#include "../softmax.h"
+#include "tinycuda/softmax.h"
 #include "torch_utils.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // square, square_backward: torch layer.
-#include "../square.h"
+#include "tinycuda/square.h"
 #include "torch_utils.h"
 
 namespace {

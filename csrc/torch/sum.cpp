@@ -1,6 +1,6 @@
 // sum, sum_backward: torch layer. Maps (shape, dim) to the core's
 // [outer, reduce, inner] view; dim=None sums everything.
-#include "../sum.h"
+#include "tinycuda/sum.h"
 #include "torch_utils.h"
 
 namespace {

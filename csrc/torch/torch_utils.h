@@ -14,7 +14,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "../common.h"
+#include "tinycuda/common.h"
 
 namespace tc_torch {
 

@@ -6,24 +6,12 @@ formula, whose backward is the tinycuda::linear_backward op.
 """
 import torch
 
-ALGOS = {"auto": 0, "naive": 1, "tiled": 2, "regtile": 3}
 
 
-def _algo(algo):
-    if isinstance(algo, str):
-        if algo not in ALGOS:
-            raise ValueError(f"tinycuda.linear: algo must be one of {sorted(ALGOS)}, got {algo!r}")
-        return ALGOS[algo]
-    return int(algo)
-
-
-def linear(x, weight, bias=None, *, algo="auto"):
+def linear(x, weight, bias=None):
     """y = x @ weight.T + bias; x [..., in], weight [out, in], bias [out] or None.
-
-    `algo` picks the CUDA GEMM variant (naive, tiled, regtile; auto = fastest);
-    it exists to compare them and does not change the result beyond rounding.
-    """
-    return torch.ops.tinycuda.linear(x, weight, bias, algo=_algo(algo))
+    (The CUDA GEMM's kept variants, naive, tiled and regtile: tinycuda.variants.)"""
+    return torch.ops.tinycuda.linear(x, weight, bias)
 
 
 @torch.library.register_fake("tinycuda::linear")

@@ -2,25 +2,17 @@
 the backward of both is the tinycuda::softmax_backward op, fed the output."""
 import torch
 
-ALGOS = {"auto": 0, "online": 1, "registers": 2}
 
 
-def _algo(op, algo):
-    if algo not in ALGOS:
-        raise ValueError(f"tinycuda.{op}: algo must be one of {sorted(ALGOS)}, got {algo!r}")
-    return ALGOS[algo]
-
-
-def softmax(x, dim=-1, *, algo="auto"):
+def softmax(x, dim=-1):
     """exp(x - max) / sum(exp(x - max)) along `dim`, statistics in float32.
-    `algo` picks the CUDA forward kernel (online: scalar, x read twice;
-    registers: 16-byte loads, x read once; auto: registers where it applies)."""
-    return torch.ops.tinycuda.softmax(x, dim, algo=_algo("softmax", algo))
+    (The CUDA forward's kept variants, online and registers: tinycuda.variants.)"""
+    return torch.ops.tinycuda.softmax(x, dim)
 
 
-def log_softmax(x, dim=-1, *, algo="auto"):
-    """x - max - log(sum(exp(x - max))) along `dim`; `algo` as in softmax."""
-    return torch.ops.tinycuda.log_softmax(x, dim, algo=_algo("log_softmax", algo))
+def log_softmax(x, dim=-1):
+    """x - max - log(sum(exp(x - max))) along `dim`."""
+    return torch.ops.tinycuda.log_softmax(x, dim)
 
 
 def _check_dim(op, x, dim):

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstddef>
 
-#include "cross_entropy.h"
+#include "tinycuda/cross_entropy.h"
 #include "internal.h"
 
 namespace ce {

@@ -5,8 +5,8 @@
 // partials (shared with the workspace-size queries, which need no device).
 #pragma once
 #include "internal.h"
-#include "layer_norm.h"
-#include "rms_norm.h"
+#include "tinycuda/layer_norm.h"
+#include "tinycuda/rms_norm.h"
 
 namespace norms {
 

@@ -1,8 +1,8 @@
 // Argument checks shared by the CPU and CUDA entry points of the gelu and glu
 // families.
 #pragma once
-#include "gelu.h"
-#include "glu.h"
+#include "tinycuda/gelu.h"
+#include "tinycuda/glu.h"
 #include "internal.h"
 
 inline tc_status gelu_check_args(const char* op, int64_t n, int approximate, bool have_ptrs) {

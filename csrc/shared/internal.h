@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common.h"
+#include "tinycuda/common.h"
 
 // Small helpers used on both sides of a launch.
 #ifdef __CUDACC__

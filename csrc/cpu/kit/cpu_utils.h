@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../internal.h"
+#include "../../shared/internal.h"
 
 struct Half16 { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };

@@ -19,8 +19,8 @@
 #pragma once
 #include <cmath>
 
-#include "gelu.h"
-#include "glu.h"
+#include "tinycuda/gelu.h"
+#include "tinycuda/glu.h"
 #include "internal.h"
 
 struct Silu {

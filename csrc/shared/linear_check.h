@@ -1,7 +1,7 @@
 // Argument checks shared by the CPU and CUDA entry points of the linear family.
 #pragma once
 #include "internal.h"
-#include "linear.h"
+#include "tinycuda/linear.h"
 
 inline tc_status linear_check(const tc_linear_params* p) {
   TC_REQUIRE(p, "linear: params is NULL");
