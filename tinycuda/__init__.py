@@ -12,17 +12,22 @@ import importlib
 
 __version__ = "0.1.0"
 
-_FROM_OPS = ("cross_entropy", "fused_linear_cross_entropy", "geglu", "gelu", "layer_norm", "linear", "log_softmax",
-             "relu", "rms_norm", "scale_bias_relu", "softmax", "square", "sum", "swiglu")
-__all__ = [*_FROM_OPS, "nn", "ops", "capi", "build_info"]
+_SUBMODULES = ("nn", "ops", "capi", "variants", "optable")
 
 
 def __getattr__(name):
-    if name in ("nn", "ops", "capi"):
+    """The submodules, build_info, and every function of tinycuda.ops (loaded on first use)."""
+    if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name in _FROM_OPS:
-        return getattr(importlib.import_module(f"{__name__}.ops"), name)
+    if name.startswith("__"):
+        raise AttributeError(name)
+    ops = importlib.import_module(f"{__name__}.ops")  # loads torch and the kernels
     if name == "build_info":
-        importlib.import_module(f"{__name__}.ops")  # loads the kernels
         return importlib.import_module(f"{__name__}._loader").build_info
+    if name in ops.__all__:
+        return getattr(ops, name)
     raise AttributeError(f"module 'tinycuda' has no attribute {name!r}")
+
+
+def __dir__():
+    return [*globals(), *_SUBMODULES, "build_info"]

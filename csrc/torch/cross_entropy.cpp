@@ -24,12 +24,12 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const
   at::Tensor loss = empty_contiguous(red == TC_REDUCTION_NONE ? std::vector<int64_t>{rows}
                                                               : std::vector<int64_t>{}, x);
   at::Tensor grad = empty_contiguous(compute_grad ? x.sizes() : at::IntArrayRef{0}, x);
-  tc_cross_entropy_params p{dtype_of(x), rows, cols, ignore_index, red, label_smoothing, x.data_ptr(),
-                            t.const_data_ptr<int64_t>(), loss.data_ptr(),
-                            compute_grad ? grad.data_ptr() : nullptr, nullptr, nullptr, nullptr, 0,
-                            nullptr};
-  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda,
-                      tc_cross_entropy_workspace_size, p);
+  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
+                      tc_cross_entropy_params{.rows = rows, .cols = cols, .ignore_index = ignore_index,
+                                              .reduction = red, .label_smoothing = label_smoothing,
+                                              .logits = x.data_ptr(), .target = t.const_data_ptr<int64_t>(),
+                                              .loss = loss.data_ptr(),
+                                              .grad_logits = compute_grad ? grad.data_ptr() : nullptr});
   return {loss, grad};
 }
 
@@ -49,9 +49,9 @@ void cross_entropy_backward(const at::Tensor& grad_logits, const at::Tensor& gra
   const at::Tensor scale = grad_loss.contiguous();
   const int64_t cols = per_row ? grad_logits.size(-1) : grad_logits.numel();
   call(op, grad_logits, tc_cross_entropy_backward_cpu, tc_cross_entropy_backward_cuda,
-       tc_cross_entropy_backward_params{dtype_of(grad_logits), grad_logits.numel() / cols, cols,
-                                        per_row ? 1 : 0, grad_logits.data_ptr(), scale.data_ptr(),
-                                        nullptr});
+       tc_cross_entropy_backward_params{.rows = grad_logits.numel() / cols, .cols = cols,
+                                        .per_row = per_row ? 1 : 0, .grad_logits = grad_logits.data_ptr(),
+                                        .grad_loss = scale.data_ptr()});
 }
 
 template <class M>
@@ -60,5 +60,11 @@ void impls(M& m) {
   m.impl("cross_entropy_backward", &cross_entropy_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, str reduction='mean', "
+        "float label_smoothing=0.0, bool compute_grad=False) -> (Tensor loss, Tensor grad_logits)");
+  m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss) -> ()");
+}
 
 TC_REGISTER_IMPLS(impls)

@@ -83,13 +83,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_en
       at::addmm_out(logits, b, hc, w.t());
     else
       at::mm_out(logits, hc, w.t());
-    tc_cross_entropy_params p{dtype_of(h), len, v, ignore_index, red, label_smoothing, logits.data_ptr(),
-                              t.const_data_ptr<int64_t>() + s, nullptr,
-                              compute_grad ? logits.data_ptr() : nullptr,
-                              n_valid.defined() ? n_valid.const_data_ptr<int64_t>() : nullptr,
-                              row_loss.narrow(0, s, len).data_ptr(), nullptr, 0, nullptr};
-    call_with_workspace(op, logits, tc_cross_entropy_cpu, tc_cross_entropy_cuda,
-                        tc_cross_entropy_workspace_size, p);
+    call_with_workspace(
+        op, logits, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
+        tc_cross_entropy_params{.rows = len, .cols = v, .ignore_index = ignore_index, .reduction = red,
+                                .label_smoothing = label_smoothing, .logits = logits.data_ptr(),
+                                .target = t.const_data_ptr<int64_t>() + s,
+                                .grad_logits = compute_grad ? logits.data_ptr() : nullptr,
+                                .n_valid = n_valid.defined() ? n_valid.const_data_ptr<int64_t>() : nullptr,
+                                .row_loss = row_loss.narrow(0, s, len).data_ptr()});
     if (!compute_grad) continue;
     at::Tensor gh = grad_hidden.narrow(0, s, len);
     at::mm_out(gh, logits, w);
@@ -113,5 +114,12 @@ void impls(M& m) {
   m.impl("fused_linear_cross_entropy", &fused_linear_cross_entropy);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("fused_linear_cross_entropy(Tensor hidden, Tensor weight, Tensor target, Tensor? bias=None, "
+        "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, "
+        "bool compute_grad=False, int chunk_size=0) -> (Tensor loss, Tensor grad_hidden, "
+        "Tensor grad_weight, Tensor grad_bias)");
+}
 
 TC_REGISTER_IMPLS(impls)

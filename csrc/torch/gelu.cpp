@@ -18,7 +18,7 @@ at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   const at::Tensor xc = x.contiguous();
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   call("gelu", xc, tc_gelu_cpu, tc_gelu_cuda,
-       tc_gelu_params{dtype_of(xc), xc.numel(), code, xc.data_ptr(), y.data_ptr(), nullptr});
+       tc_gelu_params{.n = xc.numel(), .approximate = code, .x = xc.data_ptr(), .y = y.data_ptr()});
   return y;
 }
 
@@ -30,8 +30,8 @@ at::Tensor gelu_backward(const at::Tensor& grad_out, const at::Tensor& x, c10::s
   const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
   at::Tensor gx = empty_contiguous(xc.sizes(), xc);
   call(op, xc, tc_gelu_backward_cpu, tc_gelu_backward_cuda,
-       tc_gelu_backward_params{dtype_of(xc), xc.numel(), code, gc.data_ptr(), xc.data_ptr(),
-                               gx.data_ptr(), nullptr});
+       tc_gelu_backward_params{.n = xc.numel(), .approximate = code, .grad_y = gc.data_ptr(),
+                               .x = xc.data_ptr(), .grad_x = gx.data_ptr()});
   return gx;
 }
 
@@ -41,5 +41,10 @@ void impls(M& m) {
   m.impl("gelu_backward", &gelu_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("gelu(Tensor x, str approximate='none') -> Tensor");
+  m.def("gelu_backward(Tensor grad_out, Tensor x, str approximate='none') -> Tensor");
+}
 
 TC_REGISTER_IMPLS(impls)

@@ -19,7 +19,7 @@ at::Tensor forward(const char* op, const at::Tensor& a, const at::Tensor& b, int
   const at::Tensor ac = a.contiguous(), bc = b.contiguous();
   at::Tensor y = empty_contiguous(ac.sizes(), ac);
   call(op, ac, tc_glu_cpu, tc_glu_cuda,
-       tc_glu_params{dtype_of(ac), ac.numel(), act, ac.data_ptr(), bc.data_ptr(), y.data_ptr(), nullptr});
+       tc_glu_params{.n = ac.numel(), .act = act, .a = ac.data_ptr(), .b = bc.data_ptr(), .y = y.data_ptr()});
   return y;
 }
 
@@ -31,8 +31,8 @@ std::tuple<at::Tensor, at::Tensor> backward(const char* op, const at::Tensor& gr
   const at::Tensor gc = grad_out.contiguous(), ac = a.contiguous(), bc = b.contiguous();
   at::Tensor ga = empty_contiguous(ac.sizes(), ac), gb = empty_contiguous(ac.sizes(), ac);
   call(op, ac, tc_glu_backward_cpu, tc_glu_backward_cuda,
-       tc_glu_backward_params{dtype_of(ac), ac.numel(), act, gc.data_ptr(), ac.data_ptr(), bc.data_ptr(),
-                              ga.data_ptr(), gb.data_ptr(), nullptr});
+       tc_glu_backward_params{.n = ac.numel(), .act = act, .grad_y = gc.data_ptr(), .a = ac.data_ptr(),
+                              .b = bc.data_ptr(), .grad_a = ga.data_ptr(), .grad_b = gb.data_ptr()});
   return {ga, gb};
 }
 
@@ -61,5 +61,12 @@ void impls(M& m) {
   m.impl("geglu_backward", &geglu_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("swiglu(Tensor a, Tensor b) -> Tensor");
+  m.def("swiglu_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)");
+  m.def("geglu(Tensor a, Tensor b, str approximate='tanh') -> Tensor");
+  m.def("geglu_backward(Tensor grad_out, Tensor a, Tensor b, str approximate='tanh') -> (Tensor, Tensor)");
+}
 
 TC_REGISTER_IMPLS(impls)

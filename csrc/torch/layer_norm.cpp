@@ -22,9 +22,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x,
   at::Tensor y = empty_contiguous(xc.sizes(), xc), mean = new_stats(xc, v.rows),
              rstd = new_stats(xc, v.rows);
   call(op, xc, tc_layer_norm_cpu, tc_layer_norm_cuda,
-       tc_layer_norm_params{dtype_of(xc), v.rows, v.cols, eps, xc.data_ptr(), ptr_or_null(wc),
-                            ptr_or_null(bc), y.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
-                            nullptr});
+       tc_layer_norm_params{.rows = v.rows, .cols = v.cols, .eps = eps, .x = xc.data_ptr(),
+                            .weight = ptr_or_null(wc), .bias = ptr_or_null(bc), .y = y.data_ptr(),
+                            .mean = mean.data_ptr(), .rstd = rstd.data_ptr()});
   return {y, mean, rstd};
 }
 
@@ -44,13 +44,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
   at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);
   at::Tensor gw = empty_contiguous(mask[1] ? normalized_shape : at::IntArrayRef{0}, xc);
   at::Tensor gb = empty_contiguous(mask[2] ? normalized_shape : at::IntArrayRef{0}, xc);
-  tc_layer_norm_backward_params p{dtype_of(xc), v.rows, v.cols, gc.data_ptr(), xc.data_ptr(),
-                                  mc.data_ptr(), rc.data_ptr(), ptr_or_null(wc),
-                                  mask[0] ? gx.data_ptr() : nullptr,
-                                  mask[1] ? gw.data_ptr() : nullptr,
-                                  mask[2] ? gb.data_ptr() : nullptr, nullptr, 0, nullptr};
   call_with_workspace(op, xc, tc_layer_norm_backward_cpu, tc_layer_norm_backward_cuda,
-                      tc_layer_norm_backward_workspace_size, p);
+                      tc_layer_norm_backward_workspace_size,
+                      tc_layer_norm_backward_params{.rows = v.rows, .cols = v.cols, .grad_y = gc.data_ptr(),
+                                                    .x = xc.data_ptr(), .mean = mc.data_ptr(),
+                                                    .rstd = rc.data_ptr(), .weight = ptr_or_null(wc),
+                                                    .grad_x = mask[0] ? gx.data_ptr() : nullptr,
+                                                    .grad_weight = mask[1] ? gw.data_ptr() : nullptr,
+                                                    .grad_bias = mask[2] ? gb.data_ptr() : nullptr});
   return {gx, gw, gb};
 }
 
@@ -60,5 +61,12 @@ void impls(M& m) {
   m.impl("layer_norm_backward", &layer_norm_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("layer_norm(Tensor x, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm_backward(Tensor grad_out, Tensor x, int[] normalized_shape, Tensor mean, "
+        "Tensor rstd, Tensor? weight, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+}
 
 TC_REGISTER_IMPLS(impls)

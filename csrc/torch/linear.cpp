@@ -44,9 +44,9 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
   at::Tensor y = empty_contiguous(out_shape, xc);
   const int64_t M = rows_of(xc);
   call(op, xc, tc_linear_cpu, tc_linear_cuda,
-       tc_linear_params{dtype_of(xc), M, N, K, xc.data_ptr(), wc.data_ptr(),
-                        bc.defined() ? bc.data_ptr() : nullptr, y.data_ptr(), algo_of(op, algo),
-                        nullptr});
+       tc_linear_params{.M = M, .N = N, .K = K, .x = xc.data_ptr(), .weight = wc.data_ptr(),
+                        .bias = bc.defined() ? bc.data_ptr() : nullptr, .y = y.data_ptr(),
+                        .algo = algo_of(op, algo)});
   return y;
 }
 
@@ -68,11 +68,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
   at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);
   at::Tensor gw = empty_contiguous(mask[1] ? wc.sizes() : at::IntArrayRef{0}, xc);
   at::Tensor gb = empty_contiguous({mask[2] ? N : 0}, xc);
-  tc_linear_backward_params p{dtype_of(xc), M, N, K, gc.data_ptr(), xc.data_ptr(), wc.data_ptr(),
-                              mask[0] ? gx.data_ptr() : nullptr, mask[1] ? gw.data_ptr() : nullptr,
-                              mask[2] ? gb.data_ptr() : nullptr, nullptr, 0, algo_of(op, algo),
-                              nullptr};
-  call_with_workspace(op, xc, tc_linear_backward_cpu, tc_linear_backward_cuda, tc_linear_backward_workspace_size, p);
+  call_with_workspace(op, xc, tc_linear_backward_cpu, tc_linear_backward_cuda, tc_linear_backward_workspace_size,
+                      tc_linear_backward_params{.M = M, .N = N, .K = K, .grad_y = gc.data_ptr(), .x = xc.data_ptr(),
+                                                .weight = wc.data_ptr(),
+                                                .grad_x = mask[0] ? gx.data_ptr() : nullptr,
+                                                .grad_weight = mask[1] ? gw.data_ptr() : nullptr,
+                                                .grad_bias = mask[2] ? gb.data_ptr() : nullptr,
+                                                .algo = algo_of(op, algo)});
   return {gx, gw, gb};
 }
 
@@ -82,5 +84,11 @@ void impls(M& m) {
   m.impl("linear_backward", &linear_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
+  m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "
+        "int algo=0) -> (Tensor, Tensor, Tensor)");
+}
 
 TC_REGISTER_IMPLS(impls)

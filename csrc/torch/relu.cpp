@@ -10,7 +10,7 @@ at::Tensor relu(const at::Tensor& x) {
   const at::Tensor xc = x.contiguous();
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   call("relu", xc, tc_relu_cpu, tc_relu_cuda,
-       tc_relu_params{dtype_of(xc), xc.numel(), xc.data_ptr(), y.data_ptr(), nullptr});
+       tc_relu_params{.n = xc.numel(), .x = xc.data_ptr(), .y = y.data_ptr()});
   return y;
 }
 
@@ -20,8 +20,8 @@ at::Tensor relu_backward(const at::Tensor& grad_out, const at::Tensor& x) {
   const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
   at::Tensor gx = empty_contiguous(xc.sizes(), xc);
   call("relu_backward", xc, tc_relu_backward_cpu, tc_relu_backward_cuda,
-       tc_relu_backward_params{dtype_of(xc), xc.numel(), gc.data_ptr(), xc.data_ptr(),
-                               gx.data_ptr(), nullptr});
+       tc_relu_backward_params{.n = xc.numel(), .grad_y = gc.data_ptr(), .x = xc.data_ptr(),
+                               .grad_x = gx.data_ptr()});
   return gx;
 }
 
@@ -32,8 +32,8 @@ std::tuple<at::Tensor, at::Tensor> relu_mask(const at::Tensor& x) {
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   at::Tensor mask = at::empty({(xc.numel() + 7) / 8}, xc.options().dtype(at::kByte));
   call("relu_mask", xc, tc_relu_mask_cpu, tc_relu_mask_cuda,
-       tc_relu_mask_params{dtype_of(xc), xc.numel(), xc.data_ptr(), y.data_ptr(),
-                           mask.data_ptr<uint8_t>(), nullptr});
+       tc_relu_mask_params{.n = xc.numel(), .x = xc.data_ptr(), .y = y.data_ptr(),
+                           .mask = mask.data_ptr<uint8_t>()});
   return {y, mask};
 }
 
@@ -49,8 +49,8 @@ at::Tensor relu_mask_backward(const at::Tensor& grad_out, const at::Tensor& mask
   const at::Tensor gc = grad_out.contiguous(), mc = mask.contiguous();
   at::Tensor gx = empty_contiguous(gc.sizes(), gc);
   call(op, gc, tc_relu_mask_backward_cpu, tc_relu_mask_backward_cuda,
-       tc_relu_mask_backward_params{dtype_of(gc), gc.numel(), gc.data_ptr(), mc.data_ptr<uint8_t>(),
-                                    gx.data_ptr(), nullptr});
+       tc_relu_mask_backward_params{.n = gc.numel(), .grad_y = gc.data_ptr(),
+                                    .mask = mc.data_ptr<uint8_t>(), .grad_x = gx.data_ptr()});
   return gx;
 }
 
@@ -62,5 +62,12 @@ void impls(M& m) {
   m.impl("relu_mask_backward", &relu_mask_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("relu(Tensor x) -> Tensor");
+  m.def("relu_backward(Tensor grad_out, Tensor x) -> Tensor");
+  m.def("relu_mask(Tensor x) -> (Tensor, Tensor)");
+  m.def("relu_mask_backward(Tensor grad_out, Tensor mask) -> Tensor");
+}
 
 TC_REGISTER_IMPLS(impls)

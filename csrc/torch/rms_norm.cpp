@@ -23,8 +23,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef
   const at::Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight);
   at::Tensor y = empty_contiguous(xc.sizes(), xc), rstd = new_stats(xc, v.rows);
   call(op, xc, tc_rms_norm_cpu, tc_rms_norm_cuda,
-       tc_rms_norm_params{dtype_of(xc), v.rows, v.cols, e, xc.data_ptr(), ptr_or_null(wc),
-                          y.data_ptr(), rstd.data_ptr(), nullptr});
+       tc_rms_norm_params{.rows = v.rows, .cols = v.cols, .eps = e, .x = xc.data_ptr(),
+                          .weight = ptr_or_null(wc), .y = y.data_ptr(), .rstd = rstd.data_ptr()});
   return {y, rstd};
 }
 
@@ -44,11 +44,13 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
                    wc = contiguous_or_undefined(weight);
   at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);
   at::Tensor gw = empty_contiguous(mask[1] ? normalized_shape : at::IntArrayRef{0}, xc);
-  tc_rms_norm_backward_params p{dtype_of(xc), v.rows, v.cols, gc.data_ptr(), xc.data_ptr(),
-                                rc.data_ptr(), ptr_or_null(wc), mask[0] ? gx.data_ptr() : nullptr,
-                                mask[1] ? gw.data_ptr() : nullptr, nullptr, 0, nullptr};
   call_with_workspace(op, xc, tc_rms_norm_backward_cpu, tc_rms_norm_backward_cuda,
-                      tc_rms_norm_backward_workspace_size, p);
+                      tc_rms_norm_backward_workspace_size,
+                      tc_rms_norm_backward_params{.rows = v.rows, .cols = v.cols, .grad_y = gc.data_ptr(),
+                                                  .x = xc.data_ptr(), .rstd = rc.data_ptr(),
+                                                  .weight = ptr_or_null(wc),
+                                                  .grad_x = mask[0] ? gx.data_ptr() : nullptr,
+                                                  .grad_weight = mask[1] ? gw.data_ptr() : nullptr});
   return {gx, gw};
 }
 
@@ -58,5 +60,12 @@ void impls(M& m) {
   m.impl("rms_norm_backward", &rms_norm_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("rms_norm(Tensor x, int[] normalized_shape, Tensor? weight=None, float? eps=None) "
+        "-> (Tensor, Tensor)");
+  m.def("rms_norm_backward(Tensor grad_out, Tensor x, int[] normalized_shape, Tensor rstd, "
+        "Tensor? weight, bool[2] output_mask) -> (Tensor, Tensor)");
+}
 
 TC_REGISTER_IMPLS(impls)

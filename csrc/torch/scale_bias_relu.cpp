@@ -17,8 +17,8 @@ at::Tensor scale_bias_relu(const at::Tensor& x, const at::Tensor& bias, double s
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
   call(op, xc, tc_scale_bias_relu_cpu, tc_scale_bias_relu_cuda,
-       tc_scale_bias_relu_params{dtype_of(xc), rows, cols, scale, xc.data_ptr(), bc.data_ptr(),
-                                 y.data_ptr(), nullptr});
+       tc_scale_bias_relu_params{.rows = rows, .cols = cols, .scale = scale, .x = xc.data_ptr(),
+                                 .bias = bc.data_ptr(), .y = y.data_ptr()});
   return y;
 }
 
@@ -33,10 +33,12 @@ std::tuple<at::Tensor, at::Tensor> scale_bias_relu_backward(const at::Tensor& gr
   const int64_t cols = yc.size(-1), rows = cols ? yc.numel() / cols : 0;
   at::Tensor gx = empty_contiguous(mask[0] ? yc.sizes() : at::IntArrayRef{0}, yc);
   at::Tensor gb = empty_contiguous({mask[1] ? cols : 0}, yc);
-  tc_scale_bias_relu_backward_params p{dtype_of(yc), rows, cols, scale, gc.data_ptr(),
-                                       yc.data_ptr(), mask[0] ? gx.data_ptr() : nullptr,
-                                       mask[1] ? gb.data_ptr() : nullptr, nullptr, 0, nullptr};
-  call_with_workspace(op, yc, tc_scale_bias_relu_backward_cpu, tc_scale_bias_relu_backward_cuda, tc_scale_bias_relu_backward_workspace_size, p);
+  call_with_workspace(op, yc, tc_scale_bias_relu_backward_cpu, tc_scale_bias_relu_backward_cuda,
+                      tc_scale_bias_relu_backward_workspace_size,
+                      tc_scale_bias_relu_backward_params{.rows = rows, .cols = cols, .scale = scale,
+                                                         .grad_y = gc.data_ptr(), .y = yc.data_ptr(),
+                                                         .grad_x = mask[0] ? gx.data_ptr() : nullptr,
+                                                         .grad_bias = mask[1] ? gb.data_ptr() : nullptr});
   return {gx, gb};
 }
 
@@ -46,5 +48,11 @@ void impls(M& m) {
   m.impl("scale_bias_relu_backward", &scale_bias_relu_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("scale_bias_relu(Tensor x, Tensor bias, float scale) -> Tensor");
+  m.def("scale_bias_relu_backward(Tensor grad_out, Tensor out, float scale, bool[2] output_mask)"
+        " -> (Tensor, Tensor)");
+}
 
 TC_REGISTER_IMPLS(impls)

@@ -32,8 +32,8 @@ at::Tensor forward(const char* op, const at::Tensor& x, int64_t dim, int log, in
   at::Tensor y = empty_contiguous(xc.sizes(), xc);
   const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
   call(op, xc, tc_softmax_cpu, tc_softmax_cuda,
-       tc_softmax_params{dtype_of(xc), rows, cols, log, xc.data_ptr(), y.data_ptr(),
-                                         tc_softmax_algo(algo), nullptr});
+       tc_softmax_params{.rows = rows, .cols = cols, .log = log, .x = xc.data_ptr(), .y = y.data_ptr(),
+                         .algo = tc_softmax_algo(algo)});
   return back(y, x, d);
 }
 
@@ -51,8 +51,8 @@ at::Tensor softmax_backward(const at::Tensor& grad_out, const at::Tensor& out, i
   at::Tensor gx = empty_contiguous(yc.sizes(), yc);
   const int64_t cols = yc.size(-1), rows = cols ? yc.numel() / cols : 0;
   call(op, yc, tc_softmax_backward_cpu, tc_softmax_backward_cuda,
-       tc_softmax_backward_params{dtype_of(yc), rows, cols, log ? 1 : 0, gc.data_ptr(), yc.data_ptr(),
-                                  gx.data_ptr(), nullptr});
+       tc_softmax_backward_params{.rows = rows, .cols = cols, .log = log ? 1 : 0, .grad_y = gc.data_ptr(),
+                                  .y = yc.data_ptr(), .grad_x = gx.data_ptr()});
   return back(gx, out, d);
 }
 
@@ -63,5 +63,11 @@ void impls(M& m) {
   m.impl("softmax_backward", &softmax_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("softmax(Tensor x, int dim=-1, *, int algo=0) -> Tensor");
+  m.def("log_softmax(Tensor x, int dim=-1, *, int algo=0) -> Tensor");
+  m.def("softmax_backward(Tensor grad_out, Tensor out, int dim, bool log) -> Tensor");
+}
 
 TC_REGISTER_IMPLS(impls)

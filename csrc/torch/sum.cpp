@@ -38,9 +38,9 @@ at::Tensor sum(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   const View v = view_of("sum", x.sizes(), dim, keepdim);
   const at::Tensor xc = x.contiguous();
   at::Tensor y = empty_contiguous(v.out_shape, xc);
-  tc_sum_params p{dtype_of(xc), v.outer, v.reduce, v.inner, xc.data_ptr(), y.data_ptr(),
-                  nullptr, 0, nullptr};
-  call_with_workspace("sum", xc, tc_sum_cpu, tc_sum_cuda, tc_sum_workspace_size, p);
+  call_with_workspace("sum", xc, tc_sum_cpu, tc_sum_cuda, tc_sum_workspace_size,
+                      tc_sum_params{.outer = v.outer, .reduce = v.reduce, .inner = v.inner, .x = xc.data_ptr(),
+                                    .y = y.data_ptr()});
   return y;
 }
 
@@ -54,8 +54,8 @@ at::Tensor sum_backward(const at::Tensor& grad_out, at::IntArrayRef input_shape,
   const at::Tensor gc = grad_out.contiguous();
   at::Tensor gx = empty_contiguous(input_shape, gc);
   call("sum_backward", gc, tc_sum_backward_cpu, tc_sum_backward_cuda,
-       tc_sum_backward_params{dtype_of(gc), v.outer, v.reduce, v.inner, gc.data_ptr(),
-                              gx.data_ptr(), nullptr});
+       tc_sum_backward_params{.outer = v.outer, .reduce = v.reduce, .inner = v.inner, .grad_y = gc.data_ptr(),
+                              .grad_x = gx.data_ptr()});
   return gx;
 }
 
@@ -65,5 +65,10 @@ void impls(M& m) {
   m.impl("sum_backward", &sum_backward);
 }
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def("sum(Tensor x, int? dim=None, bool keepdim=False) -> Tensor");
+  m.def("sum_backward(Tensor grad_out, SymInt[] input_shape, int? dim, bool keepdim) -> Tensor");
+}
 
 TC_REGISTER_IMPLS(impls)

@@ -16,6 +16,11 @@ error rather than returning a wrong gradient.
 """
 import torch
 
+from ._fake import register_fake
+
+__all__ = ["cross_entropy"]
+
+
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -51,9 +56,9 @@ def check_reduction(op, reduction, label_smoothing):
                  lambda: f"tinycuda::{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
 
 
-@torch.library.register_fake("tinycuda::cross_entropy")
-def _cross_entropy_fake(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0,
-                        compute_grad=False):
+@register_fake("tinycuda::cross_entropy")
+def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing,
+                        compute_grad):
     torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
                  lambda: "tinycuda::cross_entropy: logits must be 2-D [rows, classes] with at least one class")
     check_target("cross_entropy", logits.shape[0], target)
@@ -62,7 +67,7 @@ def _cross_entropy_fake(logits, target, ignore_index=-100, reduction="mean", lab
     return loss, logits.new_empty(logits.shape if compute_grad else (0,))
 
 
-@torch.library.register_fake("tinycuda::cross_entropy_backward")
+@register_fake("tinycuda::cross_entropy_backward")
 def _cross_entropy_backward_fake(grad_logits, grad_loss):
     torch._check(grad_loss.dim() == 0 or tuple(grad_loss.shape) == tuple(grad_logits.shape[:-1]),
                  lambda: "tinycuda::cross_entropy_backward: grad_loss must be 0-dim or have grad_logits' rows")

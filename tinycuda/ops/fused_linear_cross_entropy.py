@@ -17,7 +17,12 @@ the CPU, a NaN loss and gradient row on CUDA (as cross_entropy).
 """
 import torch
 
+from ._fake import register_fake
+
 from .cross_entropy import check_reduction, check_target, scale_saved
+
+
+__all__ = ["fused_linear_cross_entropy"]
 
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
@@ -34,9 +39,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     return loss
 
 
-@torch.library.register_fake("tinycuda::fused_linear_cross_entropy")
-def _fused_linear_cross_entropy_fake(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
-                                     label_smoothing=0.0, compute_grad=False, chunk_size=0):
+@register_fake("tinycuda::fused_linear_cross_entropy")
+def _fused_linear_cross_entropy_fake(hidden, weight, target, bias, ignore_index, reduction,
+                                     label_smoothing, compute_grad, chunk_size):
     op = "fused_linear_cross_entropy"
     torch._check(hidden.dim() == 2, lambda: f"tinycuda::{op}: hidden must be 2-D [tokens, hidden]")
     torch._check(weight.dim() == 2 and weight.shape[1] == hidden.shape[1] and weight.shape[0] >= 1,

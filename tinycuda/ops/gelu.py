@@ -3,6 +3,11 @@
 recomputes gelu'(x) from the saved input."""
 import torch
 
+from ._fake import register_fake
+
+__all__ = ["gelu"]
+
+
 APPROXIMATE = ("none", "tanh")
 
 
@@ -16,14 +21,14 @@ def _check_approximate(op, approximate):
                  lambda: f"tinycuda::{op}: approximate must be 'none' or 'tanh', got '{approximate}'")
 
 
-@torch.library.register_fake("tinycuda::gelu")
-def _gelu_fake(x, approximate="none"):
+@register_fake("tinycuda::gelu")
+def _gelu_fake(x, approximate):
     _check_approximate("gelu", approximate)
     return x.new_empty(x.shape)
 
 
-@torch.library.register_fake("tinycuda::gelu_backward")
-def _gelu_backward_fake(grad_out, x, approximate="none"):
+@register_fake("tinycuda::gelu_backward")
+def _gelu_backward_fake(grad_out, x, approximate):
     _check_approximate("gelu_backward", approximate)
     torch._check(grad_out.shape == x.shape,
                  lambda: "tinycuda::gelu_backward: grad_out and x must have the same shape")

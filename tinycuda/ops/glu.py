@@ -5,7 +5,12 @@ shape and dtype. Nothing but a and b is saved: the backward ops
 activation and write grad_a and grad_b in one pass."""
 import torch
 
+from ._fake import register_fake
+
 from .gelu import _check_approximate
+
+
+__all__ = ["swiglu", "geglu"]
 
 
 def swiglu(a, b):
@@ -24,14 +29,14 @@ def _check_pair(op, a, b):
     torch._check(a.dtype == b.dtype, lambda: f"tinycuda::{op}: a has dtype {a.dtype} but b has dtype {b.dtype}")
 
 
-@torch.library.register_fake("tinycuda::swiglu")
+@register_fake("tinycuda::swiglu")
 def _swiglu_fake(a, b):
     _check_pair("swiglu", a, b)
     return a.new_empty(a.shape)
 
 
-@torch.library.register_fake("tinycuda::geglu")
-def _geglu_fake(a, b, approximate="tanh"):
+@register_fake("tinycuda::geglu")
+def _geglu_fake(a, b, approximate):
     _check_approximate("geglu", approximate)
     _check_pair("geglu", a, b)
     return a.new_empty(a.shape)
@@ -44,13 +49,13 @@ def _backward_fake(op, grad_out, a, b):
     return a.new_empty(a.shape), a.new_empty(a.shape)
 
 
-@torch.library.register_fake("tinycuda::swiglu_backward")
+@register_fake("tinycuda::swiglu_backward")
 def _swiglu_backward_fake(grad_out, a, b):
     return _backward_fake("swiglu_backward", grad_out, a, b)
 
 
-@torch.library.register_fake("tinycuda::geglu_backward")
-def _geglu_backward_fake(grad_out, a, b, approximate="tanh"):
+@register_fake("tinycuda::geglu_backward")
+def _geglu_backward_fake(grad_out, a, b, approximate):
     _check_approximate("geglu_backward", approximate)
     return _backward_fake("geglu_backward", grad_out, a, b)
 

@@ -6,6 +6,11 @@ import math
 
 import torch
 
+from ._fake import register_fake
+
+
+__all__ = ["layer_norm"]
+
 
 def _shape(normalized_shape):
     """An int or a sequence of ints (torch.Size included) as a list."""
@@ -39,14 +44,14 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return torch.ops.tinycuda.layer_norm(x, _shape(normalized_shape), weight, bias, float(eps))[0]
 
 
-@torch.library.register_fake("tinycuda::layer_norm")
-def _fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+@register_fake("tinycuda::layer_norm")
+def _fake(x, normalized_shape, weight, bias, eps):
     rows = _rows("layer_norm", x, normalized_shape, weight=weight, bias=bias)
     return (x.new_empty(x.shape), x.new_empty((rows,), dtype=_stats_dtype(x)),
             x.new_empty((rows,), dtype=_stats_dtype(x)))
 
 
-@torch.library.register_fake("tinycuda::layer_norm_backward")
+@register_fake("tinycuda::layer_norm_backward")
 def _backward_fake(grad_out, x, normalized_shape, mean, rstd, weight, output_mask):
     return tuple(x.new_empty(shape if need else (0,))
                  for need, shape in zip(output_mask, (x.shape, normalized_shape, normalized_shape)))

@@ -6,6 +6,9 @@ formula, whose backward is the tinycuda::linear_backward op.
 """
 import torch
 
+from ._fake import register_fake
+
+__all__ = ["linear"]
 
 
 def linear(x, weight, bias=None):
@@ -14,8 +17,8 @@ def linear(x, weight, bias=None):
     return torch.ops.tinycuda.linear(x, weight, bias)
 
 
-@torch.library.register_fake("tinycuda::linear")
-def _linear_fake(x, weight, bias=None, *, algo=0):
+@register_fake("tinycuda::linear")
+def _linear_fake(x, weight, bias, algo):
     torch._check(weight.dim() == 2, lambda: "tinycuda::linear: weight must be 2-D [out, in]")
     torch._check(x.dim() >= 1, lambda: "tinycuda::linear: x must have at least 1 dim")
     torch._check(x.shape[-1] == weight.shape[1],
@@ -23,8 +26,8 @@ def _linear_fake(x, weight, bias=None, *, algo=0):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-@torch.library.register_fake("tinycuda::linear_backward")
-def _linear_backward_fake(grad_out, x, weight, output_mask, *, algo=0):
+@register_fake("tinycuda::linear_backward")
+def _linear_backward_fake(grad_out, x, weight, output_mask, algo):
     return (
         x.new_empty(x.shape if output_mask[0] else (0,)),
         x.new_empty(weight.shape if output_mask[1] else (0,)),

@@ -9,6 +9,11 @@ tinycuda::relu_backward.
 """
 import torch
 
+from ._fake import register_fake
+
+
+__all__ = ["relu", "relu_backward"]
+
 
 def relu(x):
     """max(x, 0) elementwise; NaN stays NaN."""
@@ -22,24 +27,24 @@ def relu_backward(grad_out, x):
     return torch.ops.tinycuda.relu_backward(grad_out, x)
 
 
-@torch.library.register_fake("tinycuda::relu")
+@register_fake("tinycuda::relu")
 def _relu_fake(x):
     return x.new_empty(x.shape)
 
 
-@torch.library.register_fake("tinycuda::relu_backward")
+@register_fake("tinycuda::relu_backward")
 def _relu_backward_fake(grad_out, x):
     torch._check(grad_out.shape == x.shape,
                  lambda: "tinycuda::relu_backward: grad_out and x must have the same shape")
     return x.new_empty(x.shape)
 
 
-@torch.library.register_fake("tinycuda::relu_mask")
+@register_fake("tinycuda::relu_mask")
 def _relu_mask_fake(x):
     return x.new_empty(x.shape), x.new_empty(((x.numel() + 7) // 8,), dtype=torch.uint8)
 
 
-@torch.library.register_fake("tinycuda::relu_mask_backward")
+@register_fake("tinycuda::relu_mask_backward")
 def _relu_mask_backward_fake(grad_out, mask):
     torch._check(mask.dtype == torch.uint8, lambda: "tinycuda::relu_mask_backward: mask must be uint8")
     torch._check(mask.numel() == (grad_out.numel() + 7) // 8,

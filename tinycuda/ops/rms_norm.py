@@ -5,7 +5,12 @@ op, fed x and rstd. eps=None is torch's default: the machine epsilon of the
 statistics' type (float32 for float16/bfloat16 x, as torch documents)."""
 import torch
 
+from ._fake import register_fake
+
 from .layer_norm import _rows, _shape, _stats_dtype
+
+
+__all__ = ["rms_norm"]
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -15,13 +20,13 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
                                        None if eps is None else float(eps))[0]
 
 
-@torch.library.register_fake("tinycuda::rms_norm")
-def _fake(x, normalized_shape, weight=None, eps=None):
+@register_fake("tinycuda::rms_norm")
+def _fake(x, normalized_shape, weight, eps):
     rows = _rows("rms_norm", x, normalized_shape, weight=weight)
     return x.new_empty(x.shape), x.new_empty((rows,), dtype=_stats_dtype(x))
 
 
-@torch.library.register_fake("tinycuda::rms_norm_backward")
+@register_fake("tinycuda::rms_norm_backward")
 def _backward_fake(grad_out, x, normalized_shape, rstd, weight, output_mask):
     return (x.new_empty(x.shape if output_mask[0] else (0,)),
             x.new_empty(normalized_shape if output_mask[1] else (0,)))

@@ -3,13 +3,18 @@ the last dim; the backward (grad_x and grad_bias in one fused pass) is the
 tinycuda::scale_bias_relu_backward op, fed the saved output."""
 import torch
 
+from ._fake import register_fake
+
+
+__all__ = ["scale_bias_relu"]
+
 
 def scale_bias_relu(x, bias, scale=1.0):
     """relu(x * scale + bias); x [..., C], bias [C], scale a Python float."""
     return torch.ops.tinycuda.scale_bias_relu(x, bias, float(scale))
 
 
-@torch.library.register_fake("tinycuda::scale_bias_relu")
+@register_fake("tinycuda::scale_bias_relu")
 def _fake(x, bias, scale):
     torch._check(x.dim() >= 1, lambda: "tinycuda::scale_bias_relu: x must have at least 1 dim")
     torch._check(bias.dim() == 1 and bias.shape[0] == x.shape[-1],
@@ -17,7 +22,7 @@ def _fake(x, bias, scale):
     return x.new_empty(x.shape)
 
 
-@torch.library.register_fake("tinycuda::scale_bias_relu_backward")
+@register_fake("tinycuda::scale_bias_relu_backward")
 def _backward_fake(grad_out, out, scale, output_mask):
     return (out.new_empty(out.shape if output_mask[0] else (0,)),
             out.new_empty((out.shape[-1],) if output_mask[1] else (0,)))

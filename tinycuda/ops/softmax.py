@@ -2,6 +2,9 @@
 the backward of both is the tinycuda::softmax_backward op, fed the output."""
 import torch
 
+from ._fake import register_fake
+
+__all__ = ["softmax", "log_softmax"]
 
 
 def softmax(x, dim=-1):
@@ -20,19 +23,19 @@ def _check_dim(op, x, dim):
     torch._check(-nd <= dim < nd, lambda: f"tinycuda::{op}: dim {dim} is out of range for {x.dim()} dims")
 
 
-@torch.library.register_fake("tinycuda::softmax")
-def _softmax_fake(x, dim=-1, *, algo=0):
+@register_fake("tinycuda::softmax")
+def _softmax_fake(x, dim, algo):
     _check_dim("softmax", x, dim)
     return x.new_empty(x.shape)
 
 
-@torch.library.register_fake("tinycuda::log_softmax")
-def _log_softmax_fake(x, dim=-1, *, algo=0):
+@register_fake("tinycuda::log_softmax")
+def _log_softmax_fake(x, dim, algo):
     _check_dim("log_softmax", x, dim)
     return x.new_empty(x.shape)
 
 
-@torch.library.register_fake("tinycuda::softmax_backward")
+@register_fake("tinycuda::softmax_backward")
 def _softmax_backward_fake(grad_out, out, dim, log):
     torch._check(grad_out.shape == out.shape,
                  lambda: "tinycuda::softmax_backward: grad_out and out must have the same shape")

@@ -2,6 +2,11 @@
 (float64 for double); the backward broadcast is the tinycuda::sum_backward op."""
 import torch
 
+from ._fake import register_fake
+
+
+__all__ = ["sum"]
+
 
 def sum(x, dim=None, keepdim=False):  # noqa: A001  (mirrors torch.sum)
     """torch.sum(x) or torch.sum(x, dim, keepdim) for a single int dim."""
@@ -20,12 +25,12 @@ def _out_shape(shape, dim, keepdim):
     return tuple(1 if i == d else s for i, s in enumerate(shape) if keepdim or i != d)
 
 
-@torch.library.register_fake("tinycuda::sum")
-def _sum_fake(x, dim=None, keepdim=False):
+@register_fake("tinycuda::sum")
+def _sum_fake(x, dim, keepdim):
     return x.new_empty(_out_shape(x.shape, dim, keepdim))
 
 
-@torch.library.register_fake("tinycuda::sum_backward")
+@register_fake("tinycuda::sum_backward")
 def _sum_backward_fake(grad_out, input_shape, dim, keepdim):
     return grad_out.new_empty(input_shape)
 
