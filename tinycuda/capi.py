@@ -1,40 +1,51 @@
-"""tinycuda.capi: the kernels through libtinycuda's C ABI, called with ctypes.
+"""tinycuda.capi: the kernels through libtinycuda's C ABI, called with cffi.
 
-Importing this module does not import torch. CPU arrays are NumPy arrays (or
-anything exposing DLPack on the CPU); CUDA arrays are any object exposing
-``__cuda_array_interface__`` or ``__dlpack__`` (torch CUDA tensors, CuPy
-arrays). All arrays must be C-contiguous and share one dtype and device; the
-call runs the CPU or CUDA kernel accordingly, on the current CUDA device, on
-``stream`` (default: the array library's current stream, else the default
-stream). Outputs can be passed in (``out=``, or an array for a gradient) or
-are allocated in the input's array type. Arguments are checked here, before
-the call; a non-zero status from the library raises CapiError with its
-message.
+The C headers (csrc/include, shipped beside the library in lib/include) are
+the ABI's only declaration: cffi reads them, so no params struct, field, enum
+or entry point is restated here. One generic call fills any params struct
+(the entry point's argument type): arrays become pointers; dtype, stream and,
+on CUDA where tc_<op>_workspace_size is declared, the workspace are filled in
+one place.
+
+Every op of the torch door is here, under its name and with its arguments
+(tinycuda.ops' function for a forward, the torch.ops.tinycuda schema for a
+backward, whose ``output_mask`` picks the gradients: the others are None).
+Importing this module does not import torch. CPU arrays: NumPy, or anything
+exposing DLPack on the CPU (torch tensors, for bfloat16); CUDA arrays: any
+object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
+All C-contiguous, of one dtype and device, which picks the CPU or the CUDA
+kernel (current device, on ``stream``, default: the array library's current
+one). Outputs are new arrays of the input's type, or passed in: ``out=``
+(``mean=``, ``rstd=``, ``mask=``) for a forward, ``grad_x=`` ... for a
+backward. Arguments are checked here; a non-zero status from the library
+raises CapiError with its message.
 
     from tinycuda import capi
-    y = capi.linear(x, w, b)                  # NumPy in, NumPy out (CPU kernel)
+    y = capi.linear(x, w, b)                   # NumPy in, NumPy out (CPU kernel)
     gx, gw, gb = capi.linear_backward(gy, x, w)
+    p = capi.softmax(x, dim=0)
     loss, grad = capi.cross_entropy(logits, target, grad=True)   # target: int64
+    loss, gh, gw, gb = capi.fused_linear_cross_entropy(h, w, target, b, grad=True)
 
-fused_linear_cross_entropy stays torch-only (tinycuda.ops): it is three
-GEMMs per chunk around the cross_entropy kernel, and the C ABI has no GEMM
-at bf16 tensor-core speed to run them with.
+``algo`` (linear, softmax) is the params struct's field: an int or the
+header's name ("TC_GEMM_TILED").
 """
 import ctypes
+import functools
 import math
 import os
 
+import cffi
 import numpy as np
 
-__all__ = ["CapiError", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
-           "cross_entropy_backward", "gelu", "gelu_backward", "swiglu", "swiglu_backward", "geglu",
-           "geglu_backward", "layer_norm", "layer_norm_backward", "linear", "linear_backward", "relu",
-           "relu_backward", "relu_mask", "relu_mask_backward", "rms_norm", "rms_norm_backward", "scale_bias_relu",
-           "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "sum", "sum_backward"]
+from . import _build
 
-DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
-_c_int, _c_i64, _c_p, _c_dbl, _c_size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
+__all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
+           "cross_entropy_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
+           "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
+           "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward", "rms_norm",
+           "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
+           "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
 
 
 class CapiError(RuntimeError):
@@ -45,110 +56,14 @@ class CapiError(RuntimeError):
         self.status = status
 
 
-# ---------------------------------------------------------------------------
-# the params structs, field for field as in csrc/<family>.h
-
-def _struct(name, fields):
-    return type(name, (ctypes.Structure,), {"_fields_": fields})
-
-
-_WS = [("workspace", _c_p), ("workspace_bytes", _c_size)]
-STRUCTS = {
-    "tc_gelu_params": _struct("tc_gelu_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("approximate", _c_int), ("x", _c_p), ("y", _c_p), ("stream", _c_p)]),
-    "tc_gelu_backward_params": _struct("tc_gelu_backward_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("approximate", _c_int), ("grad_y", _c_p), ("x", _c_p), ("grad_x", _c_p),
-        ("stream", _c_p)]),
-    "tc_glu_params": _struct("tc_glu_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("act", _c_int), ("a", _c_p), ("b", _c_p), ("y", _c_p), ("stream", _c_p)]),
-    "tc_glu_backward_params": _struct("tc_glu_backward_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("act", _c_int), ("grad_y", _c_p), ("a", _c_p), ("b", _c_p),
-        ("grad_a", _c_p), ("grad_b", _c_p), ("stream", _c_p)]),
-    "tc_cross_entropy_params": _struct("tc_cross_entropy_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("ignore_index", _c_i64), ("reduction", _c_int),
-        ("label_smoothing", _c_dbl), ("logits", _c_p), ("target", _c_p), ("loss", _c_p), ("grad_logits", _c_p),
-        ("n_valid", _c_p), ("row_loss", _c_p)] + _WS + [("stream", _c_p)]),
-    "tc_cross_entropy_backward_params": _struct("tc_cross_entropy_backward_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("per_row", _c_int), ("grad_logits", _c_p),
-        ("grad_loss", _c_p), ("stream", _c_p)]),
-    "tc_linear_params": _struct("tc_linear_params", [
-        ("dtype", _c_int), ("M", _c_i64), ("N", _c_i64), ("K", _c_i64), ("x", _c_p), ("weight", _c_p),
-        ("bias", _c_p), ("y", _c_p), ("algo", _c_int), ("stream", _c_p)]),
-    "tc_linear_backward_params": _struct("tc_linear_backward_params", [
-        ("dtype", _c_int), ("M", _c_i64), ("N", _c_i64), ("K", _c_i64), ("grad_y", _c_p), ("x", _c_p),
-        ("weight", _c_p), ("grad_x", _c_p), ("grad_weight", _c_p), ("grad_bias", _c_p)] + _WS
-        + [("algo", _c_int), ("stream", _c_p)]),
-    "tc_relu_params": _struct("tc_relu_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("x", _c_p), ("y", _c_p), ("stream", _c_p)]),
-    "tc_relu_backward_params": _struct("tc_relu_backward_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("grad_x", _c_p), ("stream", _c_p)]),
-    "tc_relu_mask_params": _struct("tc_relu_mask_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("x", _c_p), ("y", _c_p), ("mask", _c_p), ("stream", _c_p)]),
-    "tc_relu_mask_backward_params": _struct("tc_relu_mask_backward_params", [
-        ("dtype", _c_int), ("n", _c_i64), ("grad_y", _c_p), ("mask", _c_p), ("grad_x", _c_p), ("stream", _c_p)]),
-    "tc_scale_bias_relu_params": _struct("tc_scale_bias_relu_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("scale", _c_dbl), ("x", _c_p),
-        ("bias", _c_p), ("y", _c_p), ("stream", _c_p)]),
-    "tc_scale_bias_relu_backward_params": _struct("tc_scale_bias_relu_backward_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("scale", _c_dbl), ("grad_y", _c_p),
-        ("y", _c_p), ("grad_x", _c_p), ("grad_bias", _c_p)] + _WS + [("stream", _c_p)]),
-    "tc_softmax_params": _struct("tc_softmax_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("x", _c_p), ("y", _c_p),
-        ("algo", _c_int), ("stream", _c_p)]),
-    "tc_softmax_backward_params": _struct("tc_softmax_backward_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("log", _c_int), ("grad_y", _c_p), ("y", _c_p),
-        ("grad_x", _c_p), ("stream", _c_p)]),
-    "tc_layer_norm_params": _struct("tc_layer_norm_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("eps", _c_dbl), ("x", _c_p), ("weight", _c_p),
-        ("bias", _c_p), ("y", _c_p), ("mean", _c_p), ("rstd", _c_p), ("stream", _c_p)]),
-    "tc_layer_norm_backward_params": _struct("tc_layer_norm_backward_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("mean", _c_p),
-        ("rstd", _c_p), ("weight", _c_p), ("grad_x", _c_p), ("grad_weight", _c_p), ("grad_bias", _c_p)] + _WS
-        + [("stream", _c_p)]),
-    "tc_rms_norm_params": _struct("tc_rms_norm_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("eps", _c_dbl), ("x", _c_p), ("weight", _c_p),
-        ("y", _c_p), ("rstd", _c_p), ("stream", _c_p)]),
-    "tc_rms_norm_backward_params": _struct("tc_rms_norm_backward_params", [
-        ("dtype", _c_int), ("rows", _c_i64), ("cols", _c_i64), ("grad_y", _c_p), ("x", _c_p), ("rstd", _c_p),
-        ("weight", _c_p), ("grad_x", _c_p), ("grad_weight", _c_p)] + _WS + [("stream", _c_p)]),
-    "tc_sum_params": _struct("tc_sum_params", [
-        ("dtype", _c_int), ("outer", _c_i64), ("reduce", _c_i64), ("inner", _c_i64), ("x", _c_p),
-        ("y", _c_p)] + _WS + [("stream", _c_p)]),
-    "tc_sum_backward_params": _struct("tc_sum_backward_params", [
-        ("dtype", _c_int), ("outer", _c_i64), ("reduce", _c_i64), ("inner", _c_i64), ("grad_y", _c_p),
-        ("grad_x", _c_p), ("stream", _c_p)]),
-}
-STRUCTS["tc_square_params"] = STRUCTS["tc_relu_params"]
-STRUCTS["tc_square_backward_params"] = STRUCTS["tc_relu_backward_params"]
-
-# entry point -> params struct
-_ENTRY = {"cross_entropy": "tc_cross_entropy_params",
-          "cross_entropy_backward": "tc_cross_entropy_backward_params",
-          "gelu": "tc_gelu_params", "gelu_backward": "tc_gelu_backward_params",
-          "glu": "tc_glu_params", "glu_backward": "tc_glu_backward_params",
-          "layer_norm": "tc_layer_norm_params", "layer_norm_backward": "tc_layer_norm_backward_params",
-          "linear": "tc_linear_params", "linear_backward": "tc_linear_backward_params",
-          "relu": "tc_relu_params", "relu_backward": "tc_relu_backward_params",
-          "relu_mask": "tc_relu_mask_params", "relu_mask_backward": "tc_relu_mask_backward_params",
-          "rms_norm": "tc_rms_norm_params", "rms_norm_backward": "tc_rms_norm_backward_params",
-          "scale_bias_relu": "tc_scale_bias_relu_params",
-          "scale_bias_relu_backward": "tc_scale_bias_relu_backward_params",
-          "softmax": "tc_softmax_params", "softmax_backward": "tc_softmax_backward_params",
-          "square": "tc_square_params", "square_backward": "tc_square_backward_params",
-          "sum": "tc_sum_params", "sum_backward": "tc_sum_backward_params"}
-_WORKSPACE = {"cross_entropy": "tc_cross_entropy_workspace_size",
-              "layer_norm_backward": "tc_layer_norm_backward_workspace_size",
-              "linear_backward": "tc_linear_backward_workspace_size",
-              "rms_norm_backward": "tc_rms_norm_backward_workspace_size",
-              "scale_bias_relu_backward": "tc_scale_bias_relu_backward_workspace_size",
-              "sum": "tc_sum_workspace_size"}
-
+ffi = None  # the cffi.FFI holding the headers' declarations, once lib() has run
 _lib = None
 
 
 def lib(path=None):
-    """libtinycuda, loaded once: `path`, else $TINYCUDA_LIB, else tinycuda/lib/libtinycuda.so."""
-    global _lib
+    """libtinycuda, loaded once: `path`, else $TINYCUDA_LIB, else tinycuda/lib/libtinycuda.so;
+    declared from <its folder>/include, else from the source checkout's csrc/include."""
+    global ffi, _lib
     if _lib is not None:
         return _lib
     path = path or os.environ.get("TINYCUDA_LIB") or os.path.join(
@@ -156,30 +71,19 @@ def lib(path=None):
     if not os.path.exists(path):
         raise FileNotFoundError(f"tinycuda.capi: {path} not found; build it with "
                                 "`pip install --no-build-isolation -e .` or `make -C csrc`")
-    so = ctypes.CDLL(path)
-    for name, ret in (("tc_version", ctypes.c_char_p), ("tc_last_error", ctypes.c_char_p),
-                      ("tc_status_string", ctypes.c_char_p), ("tc_built_with_cuda", _c_int),
-                      ("tc_cuda_device_count", _c_int), ("tc_params_sizeof", _c_size)):
-        getattr(so, name).restype = ret
-    so.tc_status_string.argtypes = [_c_int]
-    so.tc_params_sizeof.argtypes = [ctypes.c_char_p]
-    for op, struct in _ENTRY.items():
-        size = so.tc_params_sizeof(struct.encode())
-        if size != ctypes.sizeof(STRUCTS[struct]):
-            raise ImportError(f"tinycuda.capi: {struct} is {size} bytes in {path} but "
-                              f"{ctypes.sizeof(STRUCTS[struct])} here: library and module disagree")
-        for dev in ("cpu", "cuda"):
-            fn = getattr(so, f"tc_{op}_{dev}")
-            fn.restype, fn.argtypes = _c_int, [ctypes.POINTER(STRUCTS[struct])]
-        if op in _WORKSPACE:
-            ws = getattr(so, _WORKSPACE[op])
-            ws.restype, ws.argtypes = _c_size, [ctypes.POINTER(STRUCTS[struct])]
-    _lib = so
-    return so
+    include = os.path.join(os.path.dirname(os.path.abspath(path)), "include")
+    ffi = cffi.FFI()
+    ffi.cdef(_build.declarations(include if os.path.isdir(include) else _build.INCLUDE))
+    _lib = ffi.dlopen(path)
+    return _lib
+
+
+def _text(char_p):
+    return ffi.string(char_p).decode()
 
 
 def version():
-    return lib().tc_version().decode()
+    return _text(lib().tc_version())
 
 
 def built_with_cuda():
@@ -190,28 +94,48 @@ def cuda_device_count():
     return lib().tc_cuda_device_count()
 
 
+@functools.cache
+def _constants(prefix):
+    return sorted((n for n in dir(lib()) if n.startswith(prefix)), key=lambda n: getattr(lib(), n))
+
+
+def _enum(op, arg, prefix, value):
+    """The header's constant for a string option ('mean' -> TC_REDUCTION_MEAN)."""
+    names = _constants(prefix)
+    if not isinstance(value, str) or value != value.lower() or prefix + value.upper() not in names:
+        choices = [repr(n[len(prefix):].lower()) for n in names]
+        raise ValueError(f"tinycuda.capi.{op}: {arg} must be {', '.join(choices[:-1])} or {choices[-1]}, "
+                         f"got {value!r}")
+    return getattr(lib(), prefix + value.upper())
+
+
+@functools.cache
+def _dtypes():
+    """tc_dtype's dtypes as array libraries name them ('float32', ...)."""
+    return [n[3:].lower() for n in _constants("TC_") if n in ffi.typeof("tc_dtype").relements]
+
+
+@functools.cache
+def _entry(entry, device):
+    """(entry point, its params struct's pointer type, {field: type}, workspace-size function or None)."""
+    so = lib()
+    fn = getattr(so, f"tc_{entry}_{device}")
+    ptype = ffi.typeof(fn).args[0]
+    return fn, ptype, {name: f.type for name, f in ptype.item.fields}, getattr(so, f"tc_{entry}_workspace_size", None)
+
+
 # ---------------------------------------------------------------------------
 # arrays: NumPy, __cuda_array_interface__, DLPack
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", _c_int), ("device_id", _c_int)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", _c_p), ("device", _DLDevice), ("ndim", _c_int), ("dtype", _DLDataType),
-                ("shape", ctypes.POINTER(_c_i64)), ("strides", ctypes.POINTER(_c_i64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
+_dlpack = cffi.FFI()  # DLPack's DLTensor, what a "dltensor" capsule points to
+_dlpack.cdef("typedef struct { void* data; struct { int device_type, device_id; } device; int ndim; "
+             "struct { uint8_t code, bits; uint16_t lanes; } dtype; int64_t* shape; int64_t* strides; "
+             "uint64_t byte_offset; } DLTensor;")
 _CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i8": "int64"}
 _DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
               (0, 64): "int64"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype, _capsule_pointer.argtypes = _c_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
 
 class _Array:
@@ -224,6 +148,8 @@ class _Array:
 
 
 def _c_contiguous(shape, strides, itemsize):
+    if 0 in shape:
+        return True
     expected = itemsize
     for n, s in zip(reversed(shape), reversed(strides)):
         if n != 1 and s != expected:
@@ -234,8 +160,7 @@ def _c_contiguous(shape, strides, itemsize):
 
 def _view(op, name, obj):
     if isinstance(obj, np.ndarray):
-        dtype = obj.dtype.name
-        return _Array(obj, obj.ctypes.data, obj.shape, dtype, "cpu", obj.flags.c_contiguous)
+        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, "cpu", obj.flags.c_contiguous)
     cai = None
     if hasattr(obj, "__cuda_array_interface__"):
         try:
@@ -253,314 +178,302 @@ def _view(op, name, obj):
         return _Array(obj, cai["data"][0], cai["shape"], dtype, "cuda", contiguous)
     if hasattr(obj, "__dlpack__"):
         capsule = obj.__dlpack__()
-        t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+        t = _dlpack.cast("DLTensor*", _capsule_pointer(capsule, b"dltensor"))
         shape = [t.shape[i] for i in range(t.ndim)]
         dtype = _DL_DTYPES.get((t.dtype.code, t.dtype.bits), f"dlpack({t.dtype.code},{t.dtype.bits})")
-        strides = [t.strides[i] for i in range(t.ndim)] if t.strides else None
+        strides = [t.strides[i] for i in range(t.ndim)] if t.strides != _dlpack.NULL else None
         contiguous = strides is None or _c_contiguous(shape, strides, 1)  # DLPack strides count elements
         device = {1: "cpu", 2: "cuda"}.get(t.device.device_type, f"dlpack-device-{t.device.device_type}")
-        return _Array(obj, (t.data or 0) + t.byte_offset, shape, dtype, device, contiguous, keep=capsule)
+        ptr = int(_dlpack.cast("uintptr_t", t.data)) + t.byte_offset
+        return _Array(obj, ptr, shape, dtype, device, contiguous, keep=capsule)
     raise TypeError(f"tinycuda.capi.{op}: {name} must be a NumPy array or a CUDA array "
                     f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
 
 
 def _check(op, named):
-    """Views every array; all C-contiguous, one supported dtype, one device."""
-    views = {}
-    first = None
-    for name, obj in named.items():
-        a = _view(op, name, obj)
-        if a.dtype not in DTYPES:
-            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; "
-                            f"expected one of {', '.join(DTYPES)}")
+    """Views of the arrays of named (None: left out): C-contiguous, of one supported dtype, on one device."""
+    views = {name: _view(op, name, obj) for name, obj in named.items() if obj is not None}
+    name0, a0 = next(iter(views.items()))
+    for name, a in views.items():
+        if a.dtype not in _dtypes():
+            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; expected one of {', '.join(_dtypes())}")
         if not a.contiguous:
             raise ValueError(f"tinycuda.capi.{op}: {name} must be C-contiguous")
-        if first is None:
-            first = (name, a)
-        elif a.device != first[1].device:
-            raise ValueError(f"tinycuda.capi.{op}: {name} is a {a.device} array but {first[0]} is a "
-                             f"{first[1].device} array")
-        elif a.dtype != first[1].dtype:
-            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype} but {first[0]} has "
-                            f"dtype {first[1].dtype}")
-        views[name] = a
+        if a.device != a0.device:
+            raise ValueError(f"tinycuda.capi.{op}: {name} is a {a.device} array but {name0} is a {a0.device} array")
+        if a.dtype != a0.dtype:
+            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype} but {name0} has dtype {a0.dtype}")
     return views
 
 
-def _family(a):
-    mod = type(a.src).__module__.split(".")[0]
-    return "numpy" if isinstance(a.src, np.ndarray) else mod
+def _same_shape(op, v, *names):
+    for name in names[1:]:
+        if v[name].shape != v[names[0]].shape:
+            raise ValueError(f"tinycuda.capi.{op}: {name} has shape {v[name].shape} but {names[0]} has shape "
+                             f"{v[names[0]].shape}")
+
+
+def _xp(obj, device="cpu"):
+    """The array library of obj, torch or CuPy (another library's CPU arrays: NumPy), for
+    the little no kernel does: allocate, cast, move a dim, add."""
+    mod = type(obj).__module__.split(".")[0]
+    if mod in ("torch", "cupy"):
+        return __import__(mod)  # the caller's arrays come from it: it is loaded already
+    if device == "cpu":
+        return np
+    raise TypeError(f"tinycuda.capi: cannot make arrays like a {type(obj).__name__}; pass them in")
 
 
 def _empty(op, like, shape, dtype=None):
-    """A new contiguous array of `like`'s kind (NumPy, torch, CuPy)."""
-    fam = _family(like)
-    if fam == "numpy" or like.device == "cpu" and fam != "torch":
-        return np.empty(shape, dtype=dtype or like.src.dtype)
-    if fam == "torch":
-        import torch  # the caller's own arrays are torch tensors: torch is loaded already
-        return like.src.new_empty(shape, dtype=getattr(torch, dtype) if dtype else None)
-    if fam == "cupy":
-        import cupy
-        return cupy.empty(shape, dtype=dtype or like.src.dtype)
-    raise TypeError(f"tinycuda.capi.{op}: cannot allocate an output like a {type(like.src).__name__}; pass it in")
+    """A new contiguous array of like's kind and device; dtype a name (default: like's)."""
+    xp = _xp(like.src, like.device)
+    if xp.__name__ == "torch":
+        return like.src.new_empty(shape, dtype=getattr(xp, dtype) if dtype else None)
+    return xp.empty(shape, dtype=dtype or like.dtype)
+
+
+def _astype(a, dtype):
+    xp = _xp(a)
+    return a.to(getattr(xp, dtype)) if xp.__name__ == "torch" else xp.asarray(a, dtype)
+
+
+def _movedim(op, a, src, dst):
+    """A contiguous copy of the array of view `a` with dim src moved to dst."""
+    xp = _xp(a.src, a.device)
+    return a.src.movedim(src, dst).contiguous() if xp.__name__ == "torch" else \
+        xp.ascontiguousarray(xp.moveaxis(a.src, src, dst))
 
 
 def _stream(like, stream):
-    if stream is not None:
-        return int(getattr(stream, "cuda_stream", getattr(stream, "ptr", stream)))
-    if like.device != "cuda":
-        return 0
-    fam = _family(like)
-    if fam == "torch":
-        import torch
-        return torch.cuda.current_stream(like.src.device).cuda_stream
-    if fam == "cupy":
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
-    return 0
+    mod = type(like.src).__module__.split(".")[0]
+    if stream is None and like.device == "cuda" and mod in ("torch", "cupy"):
+        cuda = _xp(like.src).cuda
+        stream = cuda.current_stream(like.src.device) if mod == "torch" else cuda.get_current_stream()
+    return int(getattr(stream, "cuda_stream", getattr(stream, "ptr", stream or 0)))
 
 
-def _output(op, name, given, like, shape):
-    """`given` checked against (shape, dtype, device), or a new array."""
-    arr = _empty(op, like, shape) if given is None or given is True else given
+def _array(op, name, given, like, shape, dtype=None):
+    """`given` checked to be a C-contiguous (shape, dtype) array on `like`'s
+    device (dtype: like's by default), or, for None or True, a new one."""
+    dtype = dtype or like.dtype
+    arr = _empty(op, like, shape, dtype) if given is None or given is True else given
     a = _view(op, name, arr)
-    if a.shape != tuple(shape):
-        raise ValueError(f"tinycuda.capi.{op}: {name} has shape {a.shape} ({a.size} elements) "
-                         f"but the result needs {tuple(shape)}")
-    if a.dtype != like.dtype or a.device != like.device or not a.contiguous:
-        raise ValueError(f"tinycuda.capi.{op}: {name} must be a C-contiguous {like.dtype} {like.device} array")
+    if a.shape != tuple(shape) or a.dtype != dtype or a.device != like.device or not a.contiguous:
+        raise ValueError(f"tinycuda.capi.{op}: {name} must be a C-contiguous {dtype} {like.device} array of "
+                         f"shape {tuple(shape)}, got {a.dtype} {a.shape} on {a.device}"
+                         + ("" if a.contiguous else " (not contiguous)"))
     return arr, a
 
 
-def _call(op, like, params, stream):
-    so = lib()
-    params.dtype = DTYPES[like.dtype]
-    params.stream = _stream(like, stream) or None
-    keep = None
-    if op in _WORKSPACE and like.device == "cuda":
-        nbytes = getattr(so, _WORKSPACE[op])(ctypes.byref(params))
-        if nbytes:
-            keep = _empty(op, like, (nbytes,), dtype="uint8")
-            params.workspace, params.workspace_bytes = _view(op, "workspace", keep).ptr, nbytes
-    status = getattr(so, f"tc_{op}_{'cuda' if like.device == 'cuda' else 'cpu'}")(ctypes.byref(params))
+def _outputs(op, like, output_mask, specs):
+    """(array, view) for each (name, given, shape) of a backward's gradients:
+    new or checked where output_mask is set, else (None, None)."""
+    if len(output_mask) != len(specs):
+        raise ValueError(f"tinycuda.capi.{op}: output_mask must have {len(specs)} entries, got {output_mask!r}")
+    res = []
+    for want, (name, given, shape) in zip(output_mask, specs):
+        if not want and given is not None:
+            raise ValueError(f"tinycuda.capi.{op}: {name} is given but output_mask skips it")
+        res.append(_array(op, name, given, like, shape) if want else (None, None))
+    return res
+
+
+def _acc(v):
+    """The dtype of statistics and accumulators for arrays of view v's dtype."""
+    return "float64" if v.dtype == "float64" else "float32"
+
+
+def _call(op, like, stream=None, entry=None, **fields):
+    """Runs tc_<entry>_cpu or _cuda (entry: op by default) on like's device with
+    its params struct filled from `fields` (an array view becomes a pointer,
+    None NULL, a string the header's constant of that name), dtype and stream
+    from `like`, and on CUDA the workspace when tc_<entry>_workspace_size is declared."""
+    fn, ptype, types, workspace_size = _entry(entry or op, "cuda" if like.device == "cuda" else "cpu")
+    p = ffi.new(ptype)
+    for name, value in fields.items():
+        t = types[name]
+        if isinstance(value, _Array):
+            value = value.ptr
+        elif isinstance(value, str):  # an enum constant's name
+            if not hasattr(lib(), value) or not value.startswith("TC_"):
+                raise ValueError(f"tinycuda.capi.{op}: {name} must be an int or a TC_* constant, got {value!r}")
+            value = getattr(lib(), value)
+        setattr(p, name, ffi.NULL if value is None else ffi.cast(t, value) if t.kind == "pointer" else value)
+    p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
+    p.stream = ffi.cast("void*", _stream(like, stream))
+    if workspace_size is not None and like.device == "cuda" and workspace_size(p):
+        p.workspace_bytes = workspace_size(p)
+        workspace = _empty(op, like, (p.workspace_bytes,), dtype="uint8")  # alive until the call is queued
+        p.workspace = ffi.cast("void*", _view(op, "workspace", workspace).ptr)
+    status = fn(p)
     if status != 0:
-        raise CapiError(f"tinycuda.capi.{op}: {so.tc_status_string(status).decode()}: "
-                        f"{so.tc_last_error().decode()}", status)
-    return keep
+        raise CapiError(f"tinycuda.capi.{op}: {_text(lib().tc_status_string(status))}: "
+                        f"{_text(lib().tc_last_error())}", status)
 
 
 # ---------------------------------------------------------------------------
-# ops
+# ops of one shape: elementwise (relu, square, gelu, swiglu, geglu) and along a dim
 
-def _pointwise(op, x, out, stream):
-    v = _check(op, {"x": x})["x"]
-    y, yv = _output(op, "out", out, v, v.shape)
-    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, x=v.ptr, y=yv.ptr), stream)
-    return y
+def _shaped(op, named, outs, stream, entry=None, dim=None, **fields):
+    """Most ops: the arrays of named ({argument: (struct field, array)}) and the outputs of outs ({argument:
+    (struct field, array or None)}) of one shape; the kernel takes n elements (dim None) or rows of cols along
+    dim, moved last when it is not (a contiguous copy each way, as the torch layer). Returns the output(s)."""
+    v = _check(op, {arg: a for arg, (_, a) in named.items()})
+    _same_shape(op, v, *v)
+    first = last = next(iter(v.values()))
+    nd, moved = max(len(first.shape), 1), False
+    if dim is not None:
+        if not -nd <= dim < nd:
+            raise ValueError(f"tinycuda.capi.{op}: dim {dim} is out of range for {len(first.shape)} dims")
+        moved = dim % nd != nd - 1
+        if moved:
+            v = _check(op, {arg: _movedim(op, a, dim % nd, -1) for arg, a in v.items()})
+            last = next(iter(v.values()))
+    res = {arg: _array(op, arg, None if moved else given, last, last.shape) for arg, (_, given) in outs.items()}
+    size = dict(n=last.size) if dim is None else dict(zip(("rows", "cols"), _rows_cols(last.shape)))
+    _call(op, last, stream, entry, **size, **{f: v[arg] for arg, (f, _) in named.items()},
+          **{f: res[arg][1] for arg, (f, _) in outs.items()}, **fields)
+    ys = []
+    for arg, (_, given) in outs.items():
+        y = _movedim(op, res[arg][1], -1, dim % nd) if moved else res[arg][0]
+        if moved and given is not None:
+            _array(op, arg, given, first, first.shape)[0][...] = y
+            y = given
+        ys.append(y)
+    return ys[0] if len(ys) == 1 else tuple(ys)
 
 
-def _pointwise_backward(op, grad_y, x, out, stream):
-    v = _check(op, {"grad_y": grad_y, "x": x})
-    if v["grad_y"].shape != v["x"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
-    gx, gv = _output(op, "out", out, v["x"], v["x"].shape)
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](n=gv.size, grad_y=v["grad_y"].ptr, x=v["x"].ptr, grad_x=gv.ptr), stream)
-    return gx
+def _rows_cols(shape):
+    """[rows, cols] of an array over its last dim; a 0-dim one is one row of one column."""
+    cols = shape[-1] if shape else 1
+    return (math.prod(shape) // cols if cols else 0), cols
 
 
 def relu(x, *, out=None, stream=None):
     """max(x, 0)."""
-    return _pointwise("relu", x, out, stream)
+    return _shaped("relu", {"x": ("x", x)}, {"out": ("y", out)}, stream)
 
 
-def relu_backward(grad_y, x, *, out=None, stream=None):
-    """grad_y * [x > 0]."""
-    return _pointwise_backward("relu_backward", grad_y, x, out, stream)
-
-
-def _mask_view(op, mask, like, n):
-    """The uint8 bitmask of relu_mask: ceil(n / 8) bytes on `like`'s device."""
-    a = _view(op, "mask", mask)
-    if a.dtype != "uint8" or a.shape != ((n + 7) // 8,) or not a.contiguous or a.device != like.device:
-        raise ValueError(f"tinycuda.capi.{op}: mask must be a contiguous uint8 {like.device} array of "
-                         f"shape ({(n + 7) // 8},), got {a.dtype} {a.shape} on {a.device}")
-    return a
+def relu_backward(grad_out, x, *, grad_x=None, stream=None):
+    """grad_out * [x > 0]."""
+    return _shaped("relu_backward", {"x": ("x", x), "grad_out": ("grad_y", grad_out)}, {"grad_x": ("grad_x", grad_x)},
+                   stream)
 
 
 def relu_mask(x, *, out=None, mask=None, stream=None):
     """(max(x, 0), bitmask): bit j of mask[i] is [x[8i + j] > 0], for relu_mask_backward."""
-    op = "relu_mask"
-    v = _check(op, {"x": x})["x"]
-    y, yv = _output(op, "out", out, v, v.shape)
-    mask = _empty(op, v, ((v.size + 7) // 8,), dtype="uint8") if mask is None else mask
-    mv = _mask_view(op, mask, v, v.size)
-    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, x=v.ptr, y=yv.ptr, mask=mv.ptr), stream)
-    return y, mask
+    v = _check("relu_mask", {"x": x})["x"]
+    mask, mv = _array("relu_mask", "mask", mask, v, ((v.size + 7) // 8,), "uint8")
+    return _shaped("relu_mask", {"x": ("x", x)}, {"out": ("y", out)}, stream, mask=mv), mask
 
 
-def relu_mask_backward(grad_y, mask, *, out=None, stream=None):
-    """grad_y where the mask bit is set, else 0."""
+def relu_mask_backward(grad_out, mask, *, grad_x=None, stream=None):
+    """grad_out where the mask bit is set, else 0."""
     op = "relu_mask_backward"
-    v = _check(op, {"grad_y": grad_y})["grad_y"]
-    mv = _mask_view(op, mask, v, v.size)
-    gx, gv = _output(op, "out", out, v, v.shape)
-    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, grad_y=v.ptr, mask=mv.ptr, grad_x=gv.ptr), stream)
-    return gx
+    v = _check(op, {"grad_out": grad_out})["grad_out"]
+    mv = _array(op, "mask", mask, v, ((v.size + 7) // 8,), "uint8")[1]
+    return _shaped(op, {"grad_out": ("grad_y", grad_out)}, {"grad_x": ("grad_x", grad_x)}, stream, mask=mv)
 
 
 def square(x, *, out=None, stream=None):
     """x * x."""
-    return _pointwise("square", x, out, stream)
+    return _shaped("square", {"x": ("x", x)}, {"out": ("y", out)}, stream)
 
 
-def square_backward(grad_y, x, *, out=None, stream=None):
-    """2 * x * grad_y."""
-    return _pointwise_backward("square_backward", grad_y, x, out, stream)
-
-
-_APPROXIMATE = {"none": 0, "tanh": 1}  # tc_gelu_approximate
-_GLU_ACT = {"silu": 0, "none": 1, "tanh": 2}  # tc_glu_act: silu, gelu (erf), gelu (tanh)
-
-
-def _approximate(op, approximate):
-    if approximate not in _APPROXIMATE:
-        raise ValueError(f"tinycuda.capi.{op}: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return approximate
+def square_backward(grad_out, x, *, grad_x=None, stream=None):
+    """2 * x * grad_out."""
+    return _shaped("square_backward", {"x": ("x", x), "grad_out": ("grad_y", grad_out)},
+                   {"grad_x": ("grad_x", grad_x)}, stream)
 
 
 def gelu(x, approximate="none", *, out=None, stream=None):
     """x/2 (1 + erf(x / sqrt 2)) (approximate='none') or its tanh form, as F.gelu."""
-    op = "gelu"
-    code = _APPROXIMATE[_approximate(op, approximate)]
-    v = _check(op, {"x": x})["x"]
-    y, yv = _output(op, "out", out, v, v.shape)
-    _call(op, v, STRUCTS[_ENTRY[op]](n=v.size, approximate=code, x=v.ptr, y=yv.ptr), stream)
-    return y
+    return _shaped("gelu", {"x": ("x", x)}, {"out": ("y", out)}, stream,
+                   approximate=_enum("gelu", "approximate", "TC_GELU_", approximate))
 
 
-def gelu_backward(grad_y, x, approximate="none", *, out=None, stream=None):
-    """grad_y * gelu'(x), x the forward input."""
+def gelu_backward(grad_out, x, approximate="none", *, grad_x=None, stream=None):
+    """grad_out * gelu'(x), x the forward input."""
     op = "gelu_backward"
-    code = _APPROXIMATE[_approximate(op, approximate)]
-    v = _check(op, {"grad_y": grad_y, "x": x})
-    if v["grad_y"].shape != v["x"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
-    gx, gv = _output(op, "out", out, v["x"], v["x"].shape)
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](n=gv.size, approximate=code, grad_y=v["grad_y"].ptr, x=v["x"].ptr,
-                                          grad_x=gv.ptr), stream)
-    return gx
+    return _shaped(op, {"x": ("x", x), "grad_out": ("grad_y", grad_out)}, {"grad_x": ("grad_x", grad_x)}, stream,
+                   approximate=_enum(op, "approximate", "TC_GELU_", approximate))
 
 
-def _glu(op, a, b, act, out, stream):
-    v = _check(op, {"a": a, "b": b})
-    if v["a"].shape != v["b"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: a has shape {v['a'].shape} but b has shape {v['b'].shape}")
-    y, yv = _output(op, "out", out, v["a"], v["a"].shape)
-    _call("glu", v["a"], STRUCTS[_ENTRY["glu"]](n=yv.size, act=_GLU_ACT[act], a=v["a"].ptr, b=v["b"].ptr, y=yv.ptr),
-          stream)
-    return y
-
-
-def _glu_backward(op, grad_y, a, b, act, grad_a, grad_b, stream):
-    v = _check(op, {"grad_y": grad_y, "a": a, "b": b})
-    for name in ("grad_y", "b"):
-        if v[name].shape != v["a"].shape:
-            raise ValueError(f"tinycuda.capi.{op}: {name} has shape {v[name].shape} but a has shape {v['a'].shape}")
-    ga, gav = _output(op, "grad_a", grad_a, v["a"], v["a"].shape)
-    gb, gbv = _output(op, "grad_b", grad_b, v["a"], v["a"].shape)
-    _call("glu_backward", v["a"], STRUCTS[_ENTRY["glu_backward"]](
-        n=gav.size, act=_GLU_ACT[act], grad_y=v["grad_y"].ptr, a=v["a"].ptr, b=v["b"].ptr, grad_a=gav.ptr,
-        grad_b=gbv.ptr), stream)
-    return ga, gb
+def _glu(op, named, outs, approximate, stream):
+    """glu's kernels: act silu (swiglu, approximate None) or gelu (geglu, approximate as gelu's)."""
+    if approximate is not None:
+        _enum(op, "approximate", "TC_GELU_", approximate)
+    act = "TC_GLU_SILU" if approximate is None else "TC_GLU_GELU" + ("_TANH" if approximate == "tanh" else "")
+    return _shaped(op, named, outs, stream, "glu_backward" if "grad_a" in outs else "glu", act=act)
 
 
 def swiglu(a, b, *, out=None, stream=None):
     """silu(a) * b."""
-    return _glu("swiglu", a, b, "silu", out, stream)
+    return _glu("swiglu", {"a": ("a", a), "b": ("b", b)}, {"out": ("y", out)}, None, stream)
 
 
-def swiglu_backward(grad_y, a, b, *, grad_a=None, grad_b=None, stream=None):
-    """(grad_y * b * silu'(a), grad_y * silu(a)) in one pass; grad_a / grad_b: arrays to fill, or None."""
-    return _glu_backward("swiglu_backward", grad_y, a, b, "silu", grad_a, grad_b, stream)
+def swiglu_backward(grad_out, a, b, *, grad_a=None, grad_b=None, stream=None):
+    """(grad_out * b * silu'(a), grad_out * silu(a)) in one pass."""
+    return _glu("swiglu_backward", {"a": ("a", a), "grad_out": ("grad_y", grad_out), "b": ("b", b)},
+                {"grad_a": ("grad_a", grad_a), "grad_b": ("grad_b", grad_b)}, None, stream)
 
 
 def geglu(a, b, approximate="tanh", *, out=None, stream=None):
     """gelu(a) * b, gelu's tanh form by default ('none': the erf form)."""
-    return _glu("geglu", a, b, _approximate("geglu", approximate), out, stream)
+    return _glu("geglu", {"a": ("a", a), "b": ("b", b)}, {"out": ("y", out)}, approximate, stream)
 
 
-def geglu_backward(grad_y, a, b, approximate="tanh", *, grad_a=None, grad_b=None, stream=None):
-    """(grad_y * b * gelu'(a), grad_y * gelu(a)) in one pass; grad_a / grad_b: arrays to fill, or None."""
-    op = "geglu_backward"
-    return _glu_backward(op, grad_y, a, b, _approximate(op, approximate), grad_a, grad_b, stream)
+def geglu_backward(grad_out, a, b, approximate="tanh", *, grad_a=None, grad_b=None, stream=None):
+    """(grad_out * b * gelu'(a), grad_out * gelu(a)) in one pass."""
+    return _glu("geglu_backward", {"a": ("a", a), "grad_out": ("grad_y", grad_out), "b": ("b", b)},
+                {"grad_a": ("grad_a", grad_a), "grad_b": ("grad_b", grad_b)}, approximate, stream)
 
 
-def _rows_cols(op, v, name):
-    if len(v.shape) < 1:
-        raise ValueError(f"tinycuda.capi.{op}: {name} must have at least 1 dim")
-    cols = v.shape[-1]
-    return (v.size // cols if cols else 0), cols
+# ---------------------------------------------------------------------------
+# rows: scale_bias_relu, softmax
 
-
-def scale_bias_relu(x, bias, scale, *, out=None, stream=None):
+def scale_bias_relu(x, bias, scale=1.0, *, out=None, stream=None):
     """relu(x * scale + bias); x [..., C], bias [C]."""
     op = "scale_bias_relu"
     v = _check(op, {"x": x, "bias": bias})
-    rows, cols = _rows_cols(op, v["x"], "x")
-    if v["bias"].shape != (cols,):
-        raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({cols},), got {v['bias'].shape}")
-    y, yv = _output(op, "out", out, v["x"], v["x"].shape)
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, scale=float(scale), x=v["x"].ptr,
-                                          bias=v["bias"].ptr, y=yv.ptr), stream)
-    return y
+    if not v["x"].shape or v["bias"].shape != v["x"].shape[-1:]:
+        raise ValueError(f"tinycuda.capi.{op}: bias must have shape (C,) for x [..., C], got {v['bias'].shape} "
+                         f"for x {v['x'].shape}")
+    return _shaped(op, {"x": ("x", x)}, {"out": ("y", out)}, stream, dim=-1, scale=float(scale), bias=v["bias"])
 
 
-def scale_bias_relu_backward(grad_y, y, scale, *, grad_x=True, grad_bias=True, stream=None):
-    """(grad_y * [y > 0] * scale, sum over rows of grad_y * [y > 0]); y is the forward output.
-    grad_x / grad_bias: True to allocate, an array to fill, False to skip (None returned)."""
+def scale_bias_relu_backward(grad_out, out, scale, output_mask=(True, True), *, grad_x=None, grad_bias=None,
+                             stream=None):
+    """(grad_out * [out > 0] * scale, sum over rows of grad_out * [out > 0]); out: the forward output."""
     op = "scale_bias_relu_backward"
-    v = _check(op, {"grad_y": grad_y, "y": y})
-    if v["grad_y"].shape != v["y"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but y has shape {v['y'].shape}")
-    rows, cols = _rows_cols(op, v["y"], "y")
-    gx, gxv = _output(op, "grad_x", grad_x, v["y"], v["y"].shape) if grad_x is not False else (None, None)
-    gb, gbv = _output(op, "grad_bias", grad_bias, v["y"], (cols,)) if grad_bias is not False else (None, None)
-    _call(op, v["y"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, scale=float(scale), grad_y=v["grad_y"].ptr,
-                                          y=v["y"].ptr, grad_x=gxv and gxv.ptr, grad_bias=gbv and gbv.ptr), stream)
+    v = _check(op, {"grad_out": grad_out, "out": out})
+    _same_shape(op, v, "out", "grad_out")
+    rows, cols = _rows_cols(v["out"].shape)
+    (gx, gxv), (gb, gbv) = _outputs(op, v["out"], output_mask, (("grad_x", grad_x, v["out"].shape),
+                                                                 ("grad_bias", grad_bias, (cols,))))
+    _call(op, v["out"], stream, rows=rows, cols=cols, scale=float(scale), grad_y=v["grad_out"], y=v["out"],
+          grad_x=gxv, grad_bias=gbv)
     return gx, gb
 
 
-def _softmax(op, x, log, out, stream):
-    v = _check(op, {"x": x})["x"]
-    rows, cols = _rows_cols(op, v, "x")
-    y, yv = _output(op, "out", out, v, v.shape)
-    _call("softmax", v, STRUCTS[_ENTRY["softmax"]](rows=rows, cols=cols, log=int(log), x=v.ptr, y=yv.ptr), stream)
-    return y
+def softmax(x, dim=-1, *, algo=0, out=None, stream=None):
+    """softmax over dim."""
+    return _shaped("softmax", {"x": ("x", x)}, {"out": ("y", out)}, stream, dim=dim, log=0, algo=algo)
 
 
-def softmax(x, *, out=None, stream=None):
-    """softmax over the last dim."""
-    return _softmax("softmax", x, False, out, stream)
+def log_softmax(x, dim=-1, *, algo=0, out=None, stream=None):
+    """log_softmax over dim."""
+    return _shaped("log_softmax", {"x": ("x", x)}, {"out": ("y", out)}, stream, "softmax", dim=dim, log=1, algo=algo)
 
 
-def log_softmax(x, *, out=None, stream=None):
-    """log_softmax over the last dim."""
-    return _softmax("log_softmax", x, True, out, stream)
+def softmax_backward(grad_out, out, dim=-1, log=False, *, grad_x=None, stream=None):
+    """grad of softmax (log=False) or log_softmax (log=True) over dim, from the forward output `out`."""
+    return _shaped("softmax_backward", {"out": ("y", out), "grad_out": ("grad_y", grad_out)},
+                   {"grad_x": ("grad_x", grad_x)}, stream, dim=dim, log=int(log))
 
 
-def softmax_backward(grad_y, y, *, log=False, out=None, stream=None):
-    """grad of softmax (log=False) or log_softmax (log=True) over the last dim, from the output y."""
-    op = "softmax_backward"
-    v = _check(op, {"grad_y": grad_y, "y": y})
-    if v["grad_y"].shape != v["y"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but y has shape {v['y'].shape}")
-    rows, cols = _rows_cols(op, v["y"], "y")
-    gx, gv = _output(op, "out", out, v["y"], v["y"].shape)
-    _call(op, v["y"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, log=int(log), grad_y=v["grad_y"].ptr,
-                                          y=v["y"].ptr, grad_x=gv.ptr), stream)
-    return gx
-
+# ---------------------------------------------------------------------------
+# linear, sum
 
 def _linear_dims(op, v):
     x, w = v["x"], v["weight"]
@@ -572,44 +485,36 @@ def _linear_dims(op, v):
     return math.prod(x.shape[:-1]), w.shape[0], w.shape[1]
 
 
-def linear(x, weight, bias=None, *, out=None, algo=0, stream=None):
+def linear(x, weight, bias=None, *, algo=0, out=None, stream=None):
     """x @ weight.T + bias; x [..., K], weight [N, K], bias [N] or None."""
     op = "linear"
-    named = {"x": x, "weight": weight, **({"bias": bias} if bias is not None else {})}
-    v = _check(op, named)
+    v = _check(op, {"x": x, "weight": weight, "bias": bias})
     M, N, K = _linear_dims(op, v)
     if bias is not None and v["bias"].shape != (N,):
         raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({N},), got {v['bias'].shape}")
-    y, yv = _output(op, "out", out, v["x"], (*v["x"].shape[:-1], N))
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](M=M, N=N, K=K, x=v["x"].ptr, weight=v["weight"].ptr,
-                                          bias=v["bias"].ptr if bias is not None else None, y=yv.ptr,
-                                          algo=int(algo)), stream)
+    y, yv = _array(op, "out", out, v["x"], (*v["x"].shape[:-1], N))
+    _call(op, v["x"], stream, M=M, N=N, K=K, x=v["x"], weight=v["weight"], bias=v.get("bias"), y=yv, algo=algo)
     return y
 
 
-def linear_backward(grad_y, x, weight, *, grad_x=True, grad_weight=True, grad_bias=True, algo=0,
-                    stream=None):
-    """(grad_y @ weight, grad_y^T @ x, grad_y summed over rows). Each output: True
-    to allocate, an array to fill, False to skip (None returned)."""
+def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad_x=None, grad_weight=None,
+                    grad_bias=None, algo=0, stream=None):
+    """(grad_out @ weight, grad_out^T @ x, grad_out summed over rows)."""
     op = "linear_backward"
-    v = _check(op, {"grad_y": grad_y, "x": x, "weight": weight})
+    v = _check(op, {"grad_out": grad_out, "x": x, "weight": weight})
     M, N, K = _linear_dims(op, v)
-    if v["grad_y"].shape != (*v["x"].shape[:-1], N):
-        raise ValueError(f"tinycuda.capi.{op}: grad_y must have shape {(*v['x'].shape[:-1], N)}, "
-                         f"got {v['grad_y'].shape}")
-    outs = []
-    for name, want, shape in (("grad_x", grad_x, v["x"].shape), ("grad_weight", grad_weight, (N, K)),
-                              ("grad_bias", grad_bias, (N,))):
-        outs.append(_output(op, name, want, v["x"], shape) if want is not False else (None, None))
-    (gx, gxv), (gw, gwv), (gb, gbv) = outs
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](M=M, N=N, K=K, grad_y=v["grad_y"].ptr, x=v["x"].ptr,
-                                          weight=v["weight"].ptr, grad_x=gxv and gxv.ptr,
-                                          grad_weight=gwv and gwv.ptr, grad_bias=gbv and gbv.ptr,
-                                          algo=int(algo)), stream)
+    if v["grad_out"].shape != (*v["x"].shape[:-1], N):
+        raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {(*v['x'].shape[:-1], N)}, "
+                         f"got {v['grad_out'].shape}")
+    (gx, gxv), (gw, gwv), (gb, gbv) = _outputs(op, v["x"], output_mask, (
+        ("grad_x", grad_x, v["x"].shape), ("grad_weight", grad_weight, (N, K)), ("grad_bias", grad_bias, (N,))))
+    _call(op, v["x"], stream, M=M, N=N, K=K, grad_y=v["grad_out"], x=v["x"], weight=v["weight"], grad_x=gxv,
+          grad_weight=gwv, grad_bias=gbv, algo=algo)
     return gx, gw, gb
 
 
 def _sum_view(op, shape, dim, keepdim):
+    """(outer, reduce, inner, result shape) of a sum over dim (None: all)."""
     nd = len(shape)
     if dim is None:
         return 1, math.prod(shape), 1, ((1,) * nd if keepdim else ())
@@ -623,60 +528,52 @@ def _sum_view(op, shape, dim, keepdim):
 
 
 def sum(x, dim=None, keepdim=False, *, out=None, stream=None):  # noqa: A001
-    """Sum of all elements (dim=None) or over one dim, float32 accumulation."""
+    """Sum of all elements (dim=None) or over one dim, float32 accumulation (float64 for float64)."""
     op = "sum"
     v = _check(op, {"x": x})["x"]
     outer, red, inner, shape = _sum_view(op, v.shape, dim, keepdim)
-    y, yv = _output(op, "out", out, v, shape)
-    _call(op, v, STRUCTS[_ENTRY[op]](outer=outer, reduce=red, inner=inner, x=v.ptr, y=yv.ptr), stream)
+    y, yv = _array(op, "out", out, v, shape)
+    _call(op, v, stream, outer=outer, reduce=red, inner=inner, x=v, y=yv)
     return y
 
 
-def sum_backward(grad_y, shape, dim=None, keepdim=False, *, out=None, stream=None):
-    """grad_y broadcast back to `shape` over the summed dim(s)."""
+def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None, stream=None):
+    """grad_out broadcast back to input_shape over the summed dim(s)."""
     op = "sum_backward"
-    v = _check(op, {"grad_y": grad_y})["grad_y"]
-    outer, red, inner, out_shape = _sum_view(op, tuple(shape), dim, keepdim)
+    v = _check(op, {"grad_out": grad_out})["grad_out"]
+    outer, red, inner, out_shape = _sum_view(op, tuple(input_shape), dim, keepdim)
     if v.shape != out_shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y must have shape {out_shape}, got {v.shape}")
-    gx, gv = _output(op, "out", out, v, tuple(shape))
-    _call(op, v, STRUCTS[_ENTRY[op]](outer=outer, reduce=red, inner=inner, grad_y=v.ptr, grad_x=gv.ptr), stream)
+        raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {out_shape}, got {v.shape}")
+    gx, gv = _array(op, "grad_x", grad_x, v, tuple(input_shape))
+    _call(op, v, stream, outer=outer, reduce=red, inner=inner, grad_y=v, grad_x=gv)
     return gx
 
 
-_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+# ---------------------------------------------------------------------------
+# cross_entropy, fused_linear_cross_entropy
 
-
-def _target_view(op, target, like, n):
-    """int64 class indices [n] on `like`'s device."""
-    a = _view(op, "target", target)
-    if a.dtype != "int64" or a.shape != (n,) or not a.contiguous or a.device != like.device:
-        raise ValueError(f"tinycuda.capi.{op}: target must be a contiguous int64 {like.device} array of "
-                         f"shape ({n},), got {a.dtype} {a.shape} on {a.device}")
-    return a
-
-
-def cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", label_smoothing=0.0, grad=False,
-                  out=None, stream=None):
-    """F.cross_entropy(logits, target, ...) for logits [N, V] and int64 class
-    indices target [N]. grad: False, True (allocate) or an array to fill with
-    d loss / d logits for grad_loss = 1, from the same pass; then (loss, grad)
-    is returned. A target outside [0, V) other than ignore_index: CapiError on
-    the CPU, a NaN row on CUDA."""
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, grad=False,
+                  out=None, n_valid=None, row_loss=None, stream=None):
+    """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
+    grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
+    then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
+    the count of target's; row_loss ([N], _acc's dtype) for each row's loss. A target outside [0, V) other
+    than ignore_index: CapiError on the CPU, a NaN row on CUDA."""
     op = "cross_entropy"
     v = _check(op, {"logits": logits})["logits"]
-    if len(v.shape) != 2 or v.shape[1] < 1:
-        raise ValueError(f"tinycuda.capi.{op}: logits must be 2-D (rows, classes) with at least one class, "
-                         f"got shape {v.shape}")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"tinycuda.capi.{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    rows, cols = v.shape
-    t = _target_view(op, target, v, rows)
-    loss, lv = _output(op, "out", out, v, (rows,) if reduction == "none" else ())
-    g, gv = _output(op, "grad", grad, v, v.shape) if grad is not False else (None, None)
-    _call(op, v, STRUCTS[_ENTRY[op]](rows=rows, cols=cols, ignore_index=int(ignore_index),
-                                     reduction=_REDUCTIONS[reduction], label_smoothing=float(label_smoothing),
-                                     logits=v.ptr, target=t.ptr, loss=lv.ptr, grad_logits=gv and gv.ptr), stream)
+    if len(v.shape) not in (1, 2) or v.shape[-1] < 1:
+        raise ValueError(f"tinycuda.capi.{op}: logits must be 2-D (rows, classes) or 1-D (classes) with at least "
+                         f"one class, got shape {v.shape}")
+    rows, cols = _rows_cols(v.shape)
+    red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
+    _, t = _array(op, "target", target, v, v.shape[:-1], "int64")
+    loss, lv = _array(op, "out", out, v, v.shape[:-1] if red == lib().TC_REDUCTION_NONE else ())
+    g, gv = _array(op, "grad", grad, v, v.shape) if grad is not False else (None, None)
+    nv = n_valid if n_valid is None else _array(op, "n_valid", n_valid, v, (), "int64")[1]
+    rl = row_loss if row_loss is None else _array(op, "row_loss", row_loss, v, (rows,), _acc(v))[1]
+    _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
+          label_smoothing=float(label_smoothing), logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv,
+          row_loss=rl)
     return loss if grad is False else (loss, g)
 
 
@@ -690,37 +587,109 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
     if per_row and (len(g.shape) < 1 or s.shape != g.shape[:-1]):
         raise ValueError(f"tinycuda.capi.{op}: grad_loss must be 0-dim or have shape {g.shape[:-1]}, got {s.shape}")
     cols = (g.shape[-1] if per_row else g.size) or 1
-    _call(op, g, STRUCTS[_ENTRY[op]](rows=g.size // cols, cols=cols, per_row=int(per_row), grad_logits=g.ptr,
-                                     grad_loss=s.ptr), stream)
+    _call(op, g, stream, rows=g.size // cols, cols=cols, per_row=int(per_row), grad_logits=g, grad_loss=s)
     return grad_logits
-def _norm_view(op, v, normalized_shape, affine):
-    """(rows, cols, shape) of x [..., *normalized_shape]; weight/bias in
-    `affine` (when given) must have normalized_shape."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    x = v["x"]
-    k = len(shape)
-    if k < 1 or k > len(x.shape) or x.shape[len(x.shape) - k:] != shape:
+
+
+def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
+                               label_smoothing=0.0, chunk_size=0, *, grad=False):
+    """cross_entropy(hidden @ weight.T + bias, target, ...) without the [N, V]
+    logits: hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
+    grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
+    bias)) for grad_loss = 1, made in the forward; not for reduction='none'.
+
+    The torch op's algorithm over this module's calls, per chunk of chunk_size
+    tokens (0: Liger's): linear into one [chunk, V] buffer; cross_entropy
+    writing the gradient over it ('mean': scaled by the batch's count of valid
+    targets) and each row's loss in float32 (float64 for float64), summed at
+    the end; linear_backward into grad_hidden's rows and into grad_weight (the
+    chunks after the first through a [V, H] scratch, added in the weight's
+    dtype) and grad_bias (added in float32). Those additions and casts are the
+    array library's, on its current stream, where the kernels run too."""
+    op = "fused_linear_cross_entropy"
+    v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias})
+    h, w = v["hidden"], v["weight"]
+    if len(h.shape) != 2 or len(w.shape) != 2 or w.shape[1] != h.shape[1] or w.shape[0] < 1:
+        raise ValueError(f"tinycuda.capi.{op}: hidden must be 2-D (tokens, H) and weight 2-D (classes, H) with at "
+                         f"least one class, got shapes {h.shape} and {w.shape}")
+    (n, hd), nc = h.shape, w.shape[0]
+    if bias is not None and v["bias"].shape != (nc,):
+        raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({nc},) (weight's rows), got {v['bias'].shape}")
+    t = _array(op, "target", target, h, (n,), "int64")[1]
+    red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
+    if grad and red == lib().TC_REDUCTION_NONE:
+        raise ValueError(f"tinycuda.capi.{op}: reduction='none' has no gradient here (grad_weight sums the rows "
+                         "in the forward, so a per-row grad_loss cannot be applied afterwards)")
+    if not 0.0 <= label_smoothing <= 1.0 or chunk_size < 0:
+        raise ValueError(f"tinycuda.capi.{op}: label_smoothing must be in [0, 1] and chunk_size >= 0 (0: "
+                         f"automatic), got {label_smoothing} and {chunk_size}")
+    if h.device == "cpu" and n:  # every row first, so that the message names the row of the batch
+        tv = np.frombuffer(ffi.buffer(ffi.cast("int64_t*", t.ptr), 8 * n), np.int64)
+        bad = np.flatnonzero((tv != ignore_index) & ((tv < 0) | (tv >= nc)))
+        if bad.size:
+            raise CapiError(f"tinycuda.capi.{op}: target {tv[bad[0]]} at row {bad[0]} is out of range [0, {nc})",
+                            lib().TC_ERR_INVALID_ARGUMENT)
+    want = -(-n // -(-nc // max(hd, 1)))  # Liger's chunk: next_pow2(ceil(N / ceil(V / H))), a buffer of ~N x H
+    chunk = min(chunk_size or 1 << max(want - 1, 0).bit_length(), max(n, 1))
+    acc, mean = _acc(h), red == lib().TC_REDUCTION_MEAN
+    row_loss, buffer, n_valid = _empty(op, h, (n,), acc), _empty(op, h, (chunk, nc)), None
+    if mean:  # in hidden's array type, whatever target's
+        n_valid = _empty(op, h, (), "int64")
+        n_valid[...] = (target != ignore_index).sum()
+    if grad:
+        grad_hidden, grad_weight, grad_weight_c = _empty(op, h, h.shape), _empty(op, h, w.shape), None
+        grad_bias = None if bias is None else _empty(op, h, (nc,), acc)
+        for a in (grad_bias, grad_weight if n == 0 else None):
+            if a is not None:
+                a[...] = 0
+    for s in range(0, n, chunk):
+        hc, logits = hidden[s:s + chunk], buffer[:min(chunk, n - s)]
+        linear(hc, weight, bias, out=logits)
+        cross_entropy(logits, target[s:s + chunk], ignore_index, reduction, label_smoothing,
+                      grad=logits if grad else False, n_valid=n_valid, row_loss=row_loss[s:s + chunk])
+        if not grad:
+            continue
+        if s and grad_weight_c is None:
+            grad_weight_c = _empty(op, h, w.shape)
+        gb = linear_backward(logits, hc, weight, (True, True, bias is not None), grad_x=grad_hidden[s:s + chunk],
+                             grad_weight=grad_weight_c if s else grad_weight)[2]
+        if s:
+            grad_weight += grad_weight_c
+        if bias is not None:
+            grad_bias += gb
+    loss = row_loss if red == lib().TC_REDUCTION_NONE else sum(row_loss)
+    if mean:
+        with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch
+            loss = loss / _astype(n_valid, acc)
+    loss = _astype(loss, h.dtype)
+    return (loss, grad_hidden, grad_weight, None if bias is None else _astype(grad_bias, h.dtype)) if grad else loss
+
+
+# ---------------------------------------------------------------------------
+# layer_norm, rms_norm
+
+def _norm(op, named, normalized_shape, stats, outs, stream, output_mask=None, **fields):
+    """The norms over x [..., *normalized_shape]: named and outs as _shaped's (grad_out, out and grad_x
+    of x's shape, the others of normalized_shape), stats ({name: array or None}) one per row, in _acc's
+    dtype; the outputs of output_mask. Returns (outputs, {name: statistic})."""
+    v = _check(op, {arg: a for arg, (_, a) in named.items()})
+    x, shape = v["x"], (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    lead = len(x.shape) - len(shape)
+    if not shape or lead < 0 or x.shape[lead:] != shape:
         raise ValueError(f"tinycuda.capi.{op}: normalized_shape {shape} must equal the last dims of x, "
                          f"whose shape is {x.shape}")
-    for name in affine:
-        if name in v and v[name].shape != shape:
-            raise ValueError(f"tinycuda.capi.{op}: {name} must have shape {shape}, got {v[name].shape}")
-    return math.prod(x.shape[:len(x.shape) - k]), math.prod(shape), shape
-
-
-def _stats(op, name, given, like, rows):
-    """mean / rstd: float32 (float64 for float64 x) arrays of `rows`, given or new."""
-    dtype = "float64" if like.dtype == "float64" else "float32"
-    arr = _empty(op, like, (rows,), dtype=dtype) if given is None else given
-    a = _view(op, name, arr)
-    if a.dtype != dtype or a.shape != (rows,) or not a.contiguous or a.device != like.device:
-        raise ValueError(f"tinycuda.capi.{op}: {name} must be a contiguous {dtype} {like.device} array of shape "
-                         f"({rows},), got {a.dtype} {a.shape} on {a.device}")
-    return arr, a
-
-
-def _optional(named):
-    return {k: a for k, a in named.items() if a is not None}
+    for arg, a in v.items():
+        if a.shape != (x.shape if arg in ("x", "grad_out") else shape):
+            raise ValueError(f"tinycuda.capi.{op}: {arg} must have shape "
+                             f"{x.shape if arg == 'grad_out' else shape}, got {a.shape}")
+    rows = math.prod(x.shape[:lead])
+    stats = {name: _array(op, name, a, x, (rows,), _acc(x)) for name, a in stats.items()}
+    res = _outputs(op, x, output_mask or [True] * len(outs), [
+        (arg, given, x.shape if arg in ("out", "grad_x") else shape) for arg, (_, given) in outs.items()])
+    _call(op, x, stream, rows=rows, cols=math.prod(shape), **{f: v.get(arg) for arg, (f, _) in named.items()},
+          **{name: a[1] for name, a in stats.items()}, **{f: r[1] for (f, _), r in zip(outs.values(), res)},
+          **fields)
+    return tuple(r[0] for r in res), {name: a[0] for name, a in stats.items()}
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=None, mean=None, rstd=None,
@@ -728,77 +697,35 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=Non
     """(y, mean, rstd): x normalized over its trailing dims normalized_shape,
     times weight plus bias (each optional, of normalized_shape); mean and rstd
     float32 (float64 for float64 x), one per row, for layer_norm_backward."""
-    op = "layer_norm"
-    v = _check(op, _optional({"x": x, "weight": weight, "bias": bias}))
-    rows, cols, _ = _norm_view(op, v, normalized_shape, ("weight", "bias"))
-    y, yv = _output(op, "out", out, v["x"], v["x"].shape)
-    mean, mv = _stats(op, "mean", mean, v["x"], rows)
-    rstd, rv = _stats(op, "rstd", rstd, v["x"], rows)
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, eps=float(eps), x=v["x"].ptr,
-                                          weight=v["weight"].ptr if weight is not None else None,
-                                          bias=v["bias"].ptr if bias is not None else None, y=yv.ptr,
-                                          mean=mv.ptr, rstd=rv.ptr), stream)
-    return y, mean, rstd
+    (y,), st = _norm("layer_norm", {"x": ("x", x), "weight": ("weight", weight), "bias": ("bias", bias)},
+                     normalized_shape, dict(mean=mean, rstd=rstd), {"out": ("y", out)}, stream, eps=float(eps))
+    return y, st["mean"], st["rstd"]
 
 
-def layer_norm_backward(grad_y, x, normalized_shape, mean, rstd, weight=None, *, grad_x=True, grad_weight=True,
-                        grad_bias=True, stream=None):
-    """(grad_x, grad_weight, grad_bias) of layer_norm from x and its mean and
-    rstd. Each output: True to allocate, an array to fill, False to skip (None
-    returned)."""
-    op = "layer_norm_backward"
-    v = _check(op, _optional({"grad_y": grad_y, "x": x, "weight": weight}))
-    if v["grad_y"].shape != v["x"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
-    rows, cols, shape = _norm_view(op, v, normalized_shape, ("weight",))
-    _, mv = _stats(op, "mean", mean, v["x"], rows)
-    _, rv = _stats(op, "rstd", rstd, v["x"], rows)
-    outs = [_output(op, name, want, v["x"], s) if want is not False else (None, None)
-            for name, want, s in (("grad_x", grad_x, v["x"].shape), ("grad_weight", grad_weight, shape),
-                                  ("grad_bias", grad_bias, shape))]
-    (gx, gxv), (gw, gwv), (gb, gbv) = outs
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, grad_y=v["grad_y"].ptr, x=v["x"].ptr, mean=mv.ptr,
-                                          rstd=rv.ptr, weight=v["weight"].ptr if weight is not None else None,
-                                          grad_x=gxv and gxv.ptr, grad_weight=gwv and gwv.ptr,
-                                          grad_bias=gbv and gbv.ptr), stream)
-    return gx, gw, gb
-
-
-def _rms_eps(v, eps):
-    """torch's default: the epsilon of the statistics' type."""
-    if eps is not None:
-        return float(eps)
-    return float(np.finfo(np.float64 if v.dtype == "float64" else np.float32).eps)
+def layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight=None, output_mask=(True, True, True), *,
+                        grad_x=None, grad_weight=None, grad_bias=None, stream=None):
+    """(grad_x, grad_weight, grad_bias) of layer_norm from x and its mean and rstd."""
+    return _norm("layer_norm_backward", {"x": ("x", x), "grad_out": ("grad_y", grad_out),
+                                         "weight": ("weight", weight)}, normalized_shape, dict(mean=mean, rstd=rstd),
+                 {"grad_x": ("grad_x", grad_x), "grad_weight": ("grad_weight", grad_weight),
+                  "grad_bias": ("grad_bias", grad_bias)}, stream, output_mask)[0]
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None, *, out=None, rstd=None, stream=None):
     """(y, rstd): x / sqrt(mean(x^2) + eps) over its trailing dims
-    normalized_shape, times weight (optional); eps None is torch's default;
-    rstd float32 (float64 for float64 x), one per row, for rms_norm_backward."""
-    op = "rms_norm"
-    v = _check(op, _optional({"x": x, "weight": weight}))
-    rows, cols, _ = _norm_view(op, v, normalized_shape, ("weight",))
-    y, yv = _output(op, "out", out, v["x"], v["x"].shape)
-    rstd, rv = _stats(op, "rstd", rstd, v["x"], rows)
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, eps=_rms_eps(v["x"], eps), x=v["x"].ptr,
-                                          weight=v["weight"].ptr if weight is not None else None, y=yv.ptr,
-                                          rstd=rv.ptr), stream)
-    return y, rstd
+    normalized_shape, times weight (optional); eps None is torch's default,
+    the epsilon of rstd's dtype: float32 (float64 for float64 x), one per row,
+    for rms_norm_backward."""
+    acc = _acc(_check("rms_norm", {"x": x})["x"])
+    (y,), st = _norm("rms_norm", {"x": ("x", x), "weight": ("weight", weight)}, normalized_shape, dict(rstd=rstd),
+                     {"out": ("y", out)}, stream, eps=float(np.finfo(acc).eps if eps is None else eps))
+    return y, st["rstd"]
 
 
-def rms_norm_backward(grad_y, x, normalized_shape, rstd, weight=None, *, grad_x=True, grad_weight=True,
-                      stream=None):
-    """(grad_x, grad_weight) of rms_norm from x and its rstd. Each output: True
-    to allocate, an array to fill, False to skip (None returned)."""
-    op = "rms_norm_backward"
-    v = _check(op, _optional({"grad_y": grad_y, "x": x, "weight": weight}))
-    if v["grad_y"].shape != v["x"].shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_y has shape {v['grad_y'].shape} but x has shape {v['x'].shape}")
-    rows, cols, shape = _norm_view(op, v, normalized_shape, ("weight",))
-    _, rv = _stats(op, "rstd", rstd, v["x"], rows)
-    gx, gxv = _output(op, "grad_x", grad_x, v["x"], v["x"].shape) if grad_x is not False else (None, None)
-    gw, gwv = _output(op, "grad_weight", grad_weight, v["x"], shape) if grad_weight is not False else (None, None)
-    _call(op, v["x"], STRUCTS[_ENTRY[op]](rows=rows, cols=cols, grad_y=v["grad_y"].ptr, x=v["x"].ptr, rstd=rv.ptr,
-                                          weight=v["weight"].ptr if weight is not None else None,
-                                          grad_x=gxv and gxv.ptr, grad_weight=gwv and gwv.ptr), stream)
-    return gx, gw
+def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_mask=(True, True), *, grad_x=None,
+                      grad_weight=None, stream=None):
+    """(grad_x, grad_weight) of rms_norm from x and its rstd."""
+    return _norm("rms_norm_backward", {"x": ("x", x), "grad_out": ("grad_y", grad_out), "weight": ("weight", weight)},
+                 normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
+                                                     "grad_weight": ("grad_weight", grad_weight)}, stream,
+                 output_mask)[0]

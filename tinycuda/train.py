@@ -2,7 +2,8 @@
 
     ops    tinycuda.nn modules, autograd, torch.optim.SGD
     capi   the kernels through libtinycuda's C ABI only (tinycuda.capi), with a
-           hand-written backward: linear, relu_backward, the loss gradient
+           hand-written backward: cross_entropy's gradient, linear_backward,
+           relu_backward
     torch  plain torch.nn: the baseline
 
 Every backend starts from the same weights (drawn with NumPy from --seed the
@@ -82,27 +83,6 @@ def _torch_backend(kind, layers, args, device):
     return step, predict
 
 
-def _softmax_xent(logits, y):
-    """Mean cross-entropy, correct count, and d(loss)/d(logits), by hand, for
-    NumPy arrays or torch tensors (the capi backend's storage on a GPU)."""
-    n = logits.shape[0]
-    if isinstance(logits, np.ndarray):
-        rows = np.arange(n)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        loss = -np.log(p[rows, y] + 1e-30).mean()
-    else:
-        import torch
-        rows = torch.arange(n, device=logits.device)
-        p = (logits - logits.amax(dim=1, keepdim=True)).exp()
-        p /= p.sum(dim=1, keepdim=True)
-        loss = -(p[rows, y] + 1e-30).log().mean()
-    correct = (logits.argmax(1) == y).sum()
-    p[rows, y] -= 1.0  # softmax - onehot, over the batch mean
-    p /= n
-    return loss, correct, p
-
-
 def _capi_backend(layers, args, device):
     from . import capi
 
@@ -124,10 +104,11 @@ def _capi_backend(layers, args, device):
 
     def step(x, y):
         acts = forward(x)
-        loss, correct, grad = _softmax_xent(acts[-1], y)
+        loss, grad = capi.cross_entropy(acts[-1], y, grad=True)  # mean loss and its gradient, one pass
+        correct = (acts[-1].argmax(1) == y).sum()
         for i in reversed(range(len(params))):
             w, _ = params[i]
-            gx, gw, gb = capi.linear_backward(grad, acts[i], w, grad_x=i > 0)
+            gx, gw, gb = capi.linear_backward(grad, acts[i], w, (i > 0, True, True))
             if i > 0:  # acts[i] = relu(h): [acts[i] > 0] == [h > 0]
                 grad = capi.relu_backward(gx, acts[i])
             for p, g, buf in zip(params[i], (gw, gb), momentum[i]):  # torch.optim.SGD's update
