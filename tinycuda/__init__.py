@@ -19,7 +19,7 @@ def __getattr__(name):
     """The submodules, build_info, and every function of tinycuda.ops (loaded on first use)."""
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name.startswith("__"):
+    if name.startswith("_"):  # private names and submodules being imported (from . import _build)
         raise AttributeError(name)
     ops = importlib.import_module(f"{__name__}.ops")  # loads torch and the kernels
     if name == "build_info":

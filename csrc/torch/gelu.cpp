@@ -13,26 +13,14 @@ int approximate_code(const char* op, c10::string_view approximate) {
 }
 
 at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
-  const int code = approximate_code("gelu", approximate);
-  check_args("gelu", {{"x", x}});
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = empty_contiguous(xc.sizes(), xc);
-  call("gelu", xc, tc_gelu_cpu, tc_gelu_cuda,
-       tc_gelu_params{.n = xc.numel(), .approximate = code, .x = xc.data_ptr(), .y = y.data_ptr()});
-  return y;
+  return unary("gelu", x, tc_gelu_cpu, tc_gelu_cuda,
+               tc_gelu_params{.approximate = approximate_code("gelu", approximate)});
 }
 
 at::Tensor gelu_backward(const at::Tensor& grad_out, const at::Tensor& x, c10::string_view approximate) {
   const char* op = "gelu_backward";
-  const int code = approximate_code(op, approximate);
-  check_args(op, {{"grad_out", grad_out}, {"x", x}});
-  check_same_shape(op, {"grad_out", grad_out}, {"x", x});
-  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
-  at::Tensor gx = empty_contiguous(xc.sizes(), xc);
-  call(op, xc, tc_gelu_backward_cpu, tc_gelu_backward_cuda,
-       tc_gelu_backward_params{.n = xc.numel(), .approximate = code, .grad_y = gc.data_ptr(),
-                               .x = xc.data_ptr(), .grad_x = gx.data_ptr()});
-  return gx;
+  return unary_backward(op, grad_out, x, tc_gelu_backward_cpu, tc_gelu_backward_cuda,
+                        tc_gelu_backward_params{.approximate = approximate_code(op, approximate)});
 }
 
 template <class M>

@@ -5,24 +5,10 @@
 namespace {
 using namespace tc_torch;
 
-at::Tensor relu(const at::Tensor& x) {
-  check_args("relu", {{"x", x}});
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = empty_contiguous(xc.sizes(), xc);
-  call("relu", xc, tc_relu_cpu, tc_relu_cuda,
-       tc_relu_params{.n = xc.numel(), .x = xc.data_ptr(), .y = y.data_ptr()});
-  return y;
-}
+at::Tensor relu(const at::Tensor& x) { return unary("relu", x, tc_relu_cpu, tc_relu_cuda); }
 
 at::Tensor relu_backward(const at::Tensor& grad_out, const at::Tensor& x) {
-  check_args("relu_backward", {{"grad_out", grad_out}, {"x", x}});
-  check_same_shape("relu_backward", {"grad_out", grad_out}, {"x", x});
-  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
-  at::Tensor gx = empty_contiguous(xc.sizes(), xc);
-  call("relu_backward", xc, tc_relu_backward_cpu, tc_relu_backward_cuda,
-       tc_relu_backward_params{.n = xc.numel(), .grad_y = gc.data_ptr(), .x = xc.data_ptr(),
-                               .grad_x = gx.data_ptr()});
-  return gx;
+  return unary_backward("relu_backward", grad_out, x, tc_relu_backward_cpu, tc_relu_backward_cuda);
 }
 
 // (y, mask): mask is uint8 [ceil(numel / 8)], bit j of byte i = [x[8i + j] > 0].

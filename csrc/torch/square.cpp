@@ -5,24 +5,10 @@
 namespace {
 using namespace tc_torch;
 
-at::Tensor square(const at::Tensor& x) {
-  check_args("square", {{"x", x}});
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = empty_contiguous(xc.sizes(), xc);
-  call("square", xc, tc_square_cpu, tc_square_cuda,
-       tc_square_params{.n = xc.numel(), .x = xc.data_ptr(), .y = y.data_ptr()});
-  return y;
-}
+at::Tensor square(const at::Tensor& x) { return unary("square", x, tc_square_cpu, tc_square_cuda); }
 
 at::Tensor square_backward(const at::Tensor& grad_out, const at::Tensor& x) {
-  check_args("square_backward", {{"grad_out", grad_out}, {"x", x}});
-  check_same_shape("square_backward", {"grad_out", grad_out}, {"x", x});
-  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
-  at::Tensor gx = empty_contiguous(xc.sizes(), xc);
-  call("square_backward", xc, tc_square_backward_cpu, tc_square_backward_cuda,
-       tc_square_backward_params{.n = xc.numel(), .grad_y = gc.data_ptr(), .x = xc.data_ptr(),
-                                 .grad_x = gx.data_ptr()});
-  return gx;
+  return unary_backward("square_backward", grad_out, x, tc_square_backward_cpu, tc_square_backward_cuda);
 }
 
 template <class M>

@@ -128,6 +128,33 @@ void call_with_workspace(const char* op, const at::Tensor& on, tc_status (*cpu)(
   call(op, on, cpu, cuda, params);
 }
 
+// The elementwise bindings (relu, square, gelu, ...): y = f(x) and
+// grad_x = f'(x) * grad_y over contiguous copies, into fresh tensors of x's
+// shape. `p` carries the op's own fields (gelu's approximate); the element
+// count and pointers are filled here.
+template <class P>
+at::Tensor unary(const char* op, const at::Tensor& x, tc_status (*cpu)(const P*),
+                 tc_status (*cuda)(const P*), P p = {}) {
+  check_args(op, {{"x", x}});
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = empty_contiguous(xc.sizes(), xc);
+  p.n = xc.numel(), p.x = xc.data_ptr(), p.y = y.data_ptr();
+  call(op, xc, cpu, cuda, p);
+  return y;
+}
+
+template <class P>
+at::Tensor unary_backward(const char* op, const at::Tensor& grad_out, const at::Tensor& x,
+                          tc_status (*cpu)(const P*), tc_status (*cuda)(const P*), P p = {}) {
+  check_args(op, {{"grad_out", grad_out}, {"x", x}});
+  check_same_shape(op, {"grad_out", grad_out}, {"x", x});
+  const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous();
+  at::Tensor gx = empty_contiguous(xc.sizes(), xc);
+  p.n = xc.numel(), p.grad_y = gc.data_ptr(), p.x = xc.data_ptr(), p.grad_x = gx.data_ptr();
+  call(op, xc, cpu, cuda, p);
+  return gx;
+}
+
 }  // namespace tc_torch
 
 // Registers `fn(m)`'s kernels for CPU and, when built with CUDA, for CUDA:
