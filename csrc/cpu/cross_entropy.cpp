@@ -72,10 +72,8 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
 
 tc_status tc_cross_entropy_backward_cpu(const tc_cross_entropy_backward_params* p) {
   const char* op = "cross_entropy_backward";
-  TC_REQUIRE(p, "%s: params is NULL", op);
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
+  TC_RETURN_IF_ERROR(ce::check(p, op));
   if (p->rows * p->cols == 0) return TC_OK;
-  TC_REQUIRE(p->grad_logits && p->grad_loss, "%s: grad_logits or grad_loss is NULL", op);
   return dispatch_cpu(p->dtype, op, [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;

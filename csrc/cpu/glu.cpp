@@ -1,21 +1,14 @@
-// swiglu / geglu on the CPU: y = act(a) * b; the backward recomputes act(a)
-// and act'(a) and writes both gradients in the same pass.
+// swiglu / geglu on the CPU: y = act(a) * b through the pointwise loop
+// (kit/pointwise.h); the backward recomputes act(a) and act'(a) and writes
+// both gradients in the same pass.
 #include "../shared/act_check.h"
 #include "../shared/gelu_math.h"
-#include "kit/cpu_utils.h"
+#include "kit/pointwise.h"
 
 tc_status tc_glu_cpu(const tc_glu_params* p) {
   TC_RETURN_IF_ERROR(glu_check(p));
-  return dispatch_cpu(p->dtype, "glu", [&](auto tag) {
-    using T = decltype(tag);
-    using A = acc_t<T>;
-    const T* a = static_cast<const T*>(p->a);
-    const T* b = static_cast<const T*>(p->b);
-    T* y = static_cast<T*>(p->y);
-    return with_act(p->act, [&](auto act) {
-      for (int64_t i = 0; i < p->n; ++i) y[i] = from_acc<T>(act.value(A(to_acc(a[i]))) * A(to_acc(b[i])));
-      return TC_OK;
-    });
+  return with_act(p->act, [&](auto act) {
+    return pointwise_cpu<true>("glu", p->dtype, p->n, p->a, p->b, p->y, GluFn<decltype(act)>{});
   });
 }
 

@@ -2,14 +2,12 @@
 // the accumulator type across all rows (one stage: no workspace needed).
 #include <vector>
 
-#include "tinycuda/scale_bias_relu.h"
+#include "../shared/scale_bias_relu_check.h"
 #include "../shared/reduce_plan.h"
 #include "kit/cpu_utils.h"
 
 tc_status tc_scale_bias_relu_cpu(const tc_scale_bias_relu_params* p) {
-  TC_REQUIRE(p, "scale_bias_relu: params is NULL");
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "scale_bias_relu: negative size");
-  TC_REQUIRE(p->rows * p->cols == 0 || (p->x && p->bias && p->y), "scale_bias_relu: a pointer is NULL");
+  TC_RETURN_IF_ERROR(scale_bias_relu_check(p));
   return dispatch_cpu(p->dtype, "scale_bias_relu", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -35,10 +33,7 @@ size_t tc_scale_bias_relu_backward_workspace_size(const tc_scale_bias_relu_backw
 }
 
 tc_status tc_scale_bias_relu_backward_cpu(const tc_scale_bias_relu_backward_params* p) {
-  TC_REQUIRE(p, "scale_bias_relu_backward: params is NULL");
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "scale_bias_relu_backward: negative size");
-  TC_REQUIRE(p->rows * p->cols == 0 || (p->grad_y && p->y),
-             "scale_bias_relu_backward: grad_y or y is NULL");
+  TC_RETURN_IF_ERROR(scale_bias_relu_check(p));
   return dispatch_cpu(p->dtype, "scale_bias_relu_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;

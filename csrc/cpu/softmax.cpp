@@ -1,13 +1,11 @@
 // softmax / log_softmax on the CPU: one online pass for (max, sum), one to
 // write; backward: one pass for the row's dot product, one to write.
-#include "tinycuda/softmax.h"
+#include "../shared/softmax_check.h"
 #include "../shared/softmax_math.h"
 #include "kit/cpu_utils.h"
 
 tc_status tc_softmax_cpu(const tc_softmax_params* p) {
-  TC_REQUIRE(p, "softmax: params is NULL");
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "softmax: negative size");
-  TC_REQUIRE(p->rows * p->cols == 0 || (p->x && p->y), "softmax: x or y is NULL");
+  TC_RETURN_IF_ERROR(softmax_check(p));
   return dispatch_cpu(p->dtype, "softmax", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -29,9 +27,7 @@ tc_status tc_softmax_cpu(const tc_softmax_params* p) {
 
 tc_status tc_softmax_backward_cpu(const tc_softmax_backward_params* p) {
   const char* op = "softmax_backward";
-  TC_REQUIRE(p, "%s: params is NULL", op);
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
-  TC_REQUIRE(p->rows * p->cols == 0 || (p->grad_y && p->y && p->grad_x), "%s: a pointer is NULL", op);
+  TC_RETURN_IF_ERROR(softmax_check(p));
   return dispatch_cpu(p->dtype, op, [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;

@@ -2,15 +2,10 @@
 // sum over 2^20 terms drifts by ~1e-4 relative, double keeps it at rounding.
 #include <vector>
 
-#include "tinycuda/sum.h"
+#include "../shared/reduce_plan.h"
+#include "../shared/sum_check.h"
 #include "kit/cpu_utils.h"
 
-static tc_status check_shape(const char* op, int64_t outer, int64_t reduce, int64_t inner) {
-  TC_REQUIRE(outer >= 0 && reduce >= 0 && inner >= 0, "%s: negative size", op);
-  return TC_OK;
-}
-
-#include "../shared/reduce_plan.h"
 
 // Sizes the CUDA path's partial sums (the CPU path needs none); it lives here
 // because this file is built in every configuration.
@@ -19,10 +14,7 @@ size_t tc_sum_workspace_size(const tc_sum_params* p) {
 }
 
 tc_status tc_sum_cpu(const tc_sum_params* p) {
-  TC_REQUIRE(p, "sum: params is NULL");
-  TC_RETURN_IF_ERROR(check_shape("sum", p->outer, p->reduce, p->inner));
-  TC_REQUIRE(p->outer * p->inner == 0 || p->y, "sum: y is NULL");
-  TC_REQUIRE(p->outer * p->reduce * p->inner == 0 || p->x, "sum: x is NULL");
+  TC_RETURN_IF_ERROR(sum_check(p));
   return dispatch_cpu(p->dtype, "sum", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(p->x);
@@ -40,10 +32,7 @@ tc_status tc_sum_cpu(const tc_sum_params* p) {
 }
 
 tc_status tc_sum_backward_cpu(const tc_sum_backward_params* p) {
-  TC_REQUIRE(p, "sum_backward: params is NULL");
-  TC_RETURN_IF_ERROR(check_shape("sum_backward", p->outer, p->reduce, p->inner));
-  TC_REQUIRE(p->outer * p->reduce * p->inner == 0 || (p->grad_y && p->grad_x),
-             "sum_backward: a pointer is NULL");
+  TC_RETURN_IF_ERROR(sum_check(p));
   return dispatch_cpu(p->dtype, "sum_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(p->grad_y);

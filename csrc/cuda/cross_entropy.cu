@@ -33,6 +33,7 @@
 #include "../shared/cross_entropy_math.h"
 #include "../shared/softmax_math.h"
 #include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 namespace {
 
@@ -77,39 +78,42 @@ __device__ __forceinline__ void accumulate(const A (&v)[N], A& m, A& s, A& sum_x
   }
 }
 
-template <int WIDTH, class A>
-__device__ __forceinline__ void warp_merge(A& m, A& s, A& sum_x) {
-  // xor butterfly: every op is commutative, so all lanes end bit-identical
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const A m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    sum_x += __shfl_xor_sync(0xffffffffu, sum_x, o);
-    online_merge(m, s, m2, s2);
-  }
+// A row's statistics: the online (max, sum exp) pair and sum(x), merged
+// together (OnlineMerge, and a plain sum for sum_x).
+template <class A>
+struct RowStats {
+  MaxSum<A> ms;
+  A sum_x;
+};
+
+template <class A>
+__device__ __forceinline__ RowStats<A> shfl_xor(RowStats<A> v, int lane_mask) {
+  return {::shfl_xor(v.ms, lane_mask), ::shfl_xor(v.sum_x, lane_mask)};  // the kit's overloads
 }
 
-// All WIDTH threads of the row end with the row's (m, s, sum_x). Also the
+struct MergeStats {
+  template <class A>
+  __device__ __forceinline__ RowStats<A> operator()(RowStats<A> a, RowStats<A> b) const {
+    a.sum_x += b.sum_x;
+    a.ms = OnlineMerge{}(a.ms, b.ms);
+    return a;
+  }
+};
+
+// All WIDTH threads of the row end with the row's (m, s, sum_x): a warp's
+// butterfly (every op is commutative, so all lanes end bit-identical), and
+// across warps block_allreduce (WIDTH > 32 is the whole block). Also the
 // barrier that orders pass 1's reads before pass 2's writes (in place).
 template <int WIDTH, class A>
-__device__ __forceinline__ void merge_row(A& m, A& s, A& sum_x, A (*shared)[32]) {
-  warp_merge<WIDTH>(m, s, sum_x);
+__device__ __forceinline__ void merge_row(A& m, A& s, A& sum_x, RowStats<A>* scratch /* [32] */) {
+  RowStats<A> st{{m, s}, sum_x};
   if constexpr (WIDTH > 32) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();  // the previous row's readers are done with `shared`
-    if (lane == 0) shared[0][warp] = m, shared[1][warp] = s, shared[2][warp] = sum_x;
-    __syncthreads();
-    if (warp == 0) {
-      m = lane < WIDTH / 32 ? shared[0][lane] : A(-INFINITY);
-      s = lane < WIDTH / 32 ? shared[1][lane] : A(0);
-      sum_x = lane < WIDTH / 32 ? shared[2][lane] : A(0);
-      warp_merge<32>(m, s, sum_x);
-      if (lane == 0) shared[0][0] = m, shared[1][0] = s, shared[2][0] = sum_x;
-    }
-    __syncthreads();
-    m = shared[0][0], s = shared[1][0], sum_x = shared[2][0];
+    st = block_allreduce(st, MergeStats{}, RowStats<A>{{A(-INFINITY), A(0)}, A(0)}, scratch, WIDTH / 32);
   } else {
+    st = warp_reduce(st, MergeStats{});
     __syncwarp();
   }
+  m = st.ms.m, s = st.ms.s, sum_x = st.sum_x;
 }
 
 // ---------------------------------------------------------------------------
@@ -184,8 +188,8 @@ struct Chunk<T, VEC, true> {  // 16 bytes: the pointers are 16-byte aligned
   __device__ __forceinline__ void set(uint4 u) { w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w; }
   __device__ __forceinline__ uint4 get() const { return make_uint4(w[0], w[1], w[2], w[3]); }
   __device__ __forceinline__ void load(const T* p) { set(*reinterpret_cast<const uint4*>(p)); }
-  __device__ __forceinline__ void load_cs(const T* p) { set(__ldcs(reinterpret_cast<const uint4*>(p))); }
-  __device__ __forceinline__ void store_cs(T* p) const { __stcs(reinterpret_cast<uint4*>(p), get()); }
+  __device__ __forceinline__ void load_cs(const T* p) { set(::load_cs(p)); }
+  __device__ __forceinline__ void store_cs(T* p) const { ::store_cs(p, get()); }
   __device__ __forceinline__ void unpack(acc_t<T> (&a)[VEC]) const { unpack_words(w, a, T{}); }
   __device__ __forceinline__ void pack(const acc_t<T> (&a)[VEC]) { pack_words(w, a, T{}); }
 };
@@ -205,7 +209,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
                   T* __restrict__ loss_rows) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
-  __shared__ A shared[3][32];
+  __shared__ RowStats<A> scratch[32];
   const int lane = threadIdx.x % WIDTH;
   const A scale = n_valid ? A(1) / A(*n_valid) : A(1);
   const A one_minus_eps = A(1) - eps, smooth = eps / A(cols);
@@ -254,7 +258,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
           accumulate<VEC>(a, m, s, sum_x);
         }
       }
-      merge_row<WIDTH>(m, s, sum_x, shared);
+      merge_row<WIDTH>(m, s, sum_x, scratch);
       online_finish(m, s);
       if (sum_x != sum_x) s = A(NAN);
       loss = ce::row_loss(m, A(::log(s)), xt, sum_x, eps, cols);
@@ -307,7 +311,7 @@ ce_count_kernel(const int64_t* __restrict__ target, int64_t rows, int64_t ignore
   __shared__ long long scratch[32];
   long long n = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) n += target[r] != ignore_index;
-  n = block_sum(n, scratch);
+  n = block_reduce(n, Sum{}, 0ll, scratch, blockDim.x / 32);
   if (threadIdx.x == 0) *n_valid = n;
 }
 
@@ -320,7 +324,7 @@ ce_reduce_kernel(const acc_t<T>* __restrict__ row_loss, int64_t rows,
   __shared__ A scratch[32];
   A acc = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) acc += row_loss[r];
-  acc = block_sum(acc, scratch);
+  acc = block_reduce(acc, Sum{}, A(0), scratch, blockDim.x / 32);
   if (threadIdx.x == 0) *loss = from_acc<T>(n_valid ? acc / A(*n_valid) : acc);
 }
 
@@ -438,10 +442,8 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
 
 tc_status tc_cross_entropy_backward_cuda(const tc_cross_entropy_backward_params* p) {
   const char* op = "cross_entropy_backward";
-  TC_REQUIRE(p, "%s: params is NULL", op);
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
+  TC_RETURN_IF_ERROR(ce::check(p, op));
   if (p->rows * p->cols == 0) return TC_OK;
-  TC_REQUIRE(p->grad_logits && p->grad_loss, "%s: grad_logits or grad_loss is NULL", op);
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     auto launch = [&](auto vec) {

@@ -12,26 +12,8 @@
 // element instead of 4) ran at 100% of copy bandwidth on an H100; with 1.5x
 // the math per byte we expect ~95% here in bf16, ~100% in fp32.
 #include "../shared/act_check.h"
-#include "tinycuda/gelu.h"
 #include "../shared/gelu_math.h"
 #include "kit/pointwise.cuh"
-
-// ---------------------------------------------------------------------------
-// element functions (Act: GeluErf or GeluTanh)
-
-template <class Act>
-struct GeluFn {
-  template <class A> __device__ A operator()(A x, A) const { return Act::value(x); }
-};
-
-template <class Act>
-struct GeluBackwardFn {
-  template <class A> __device__ A operator()(A g, A x) const {
-    A f, df;
-    Act::value_grad(x, f, df);
-    return g * df;
-  }
-};
 
 // ---------------------------------------------------------------------------
 // launchers

@@ -26,12 +26,7 @@
 namespace {
 
 // ---------------------------------------------------------------------------
-// element functions (Act: Silu, GeluErf or GeluTanh)
-
-template <class Act>
-struct GluFn {
-  template <class A> __device__ A operator()(A a, A b) const { return Act::value(a) * b; }
-};
+// backward kernel (forward: GluFn, gelu_math.h, through launch_pointwise)
 
 template <class Act, class T>
 __device__ __forceinline__ void glu_grad(T g, T a, T b, T& ga, T& gb) {
@@ -43,8 +38,7 @@ __device__ __forceinline__ void glu_grad(T g, T a, T b, T& ga, T& gb) {
   gb = from_acc<T>(gv * f);
 }
 
-// ---------------------------------------------------------------------------
-// backward kernel: thread v owns vector v of each operand; the last n % VEC
+// Thread v owns vector v of each operand; the last n % VEC
 // elements go one per thread to the first threads (VEC = 1: misaligned buffers)
 
 template <class T, int VEC, class Act>

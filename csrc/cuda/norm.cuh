@@ -33,9 +33,9 @@
 // 2 per H100 SM), each owning a band of consecutive rows. A thread keeps
 // grad_w / grad_b of its own columns in registers over the whole band, the
 // block adds its groups in shared memory in a fixed order and writes one row
-// of fp32 partials per gradient; sum_partials_kernel adds the rows column by
-// column in a fixed order: the gradients are bit-identical run to run (no
-// float atomics). Bytes: read x and grad_y, write grad_x, plus 2 x 2 MB of
+// of fp32 partials per gradient; sum_partials_kernel (kit/reduce.cuh, 16
+// threads a column) adds the rows column by column in a fixed order: the
+// gradients are bit-identical run to run (no float atomics). Bytes: read x and grad_y, write grad_x, plus 2 x 2 MB of
 // partials at 4096 columns (132 blocks on an H100).
 //
 // Expected at 32768 x 4096 bf16 (256 MB a tensor) on an H100 (3.0 TB/s copy):
@@ -51,6 +51,7 @@
 #include "../shared/norm_plan.h"
 #include "../shared/reduce_plan.h"
 #include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 namespace {
 
@@ -64,16 +65,6 @@ template <class T, int VEC>
 constexpr int kElems = VEC == 1 || sizeof(T) == 8 ? 8 : 16;
 template <class T, int VEC>
 constexpr int kRowsOf = sizeof(T) == 2 && VEC > 1 ? 2 : 1;
-
-template <class T, int N>
-struct alignas(N * sizeof(T)) Pack {
-  T v[N];
-};
-
-template <class P, class T>
-__device__ __forceinline__ P ld(const T* p) { return *reinterpret_cast<const P*>(p); }
-template <class P, class T>
-__device__ __forceinline__ void st(T* p, const P& v) { *reinterpret_cast<P*>(p) = v; }
 
 template <class T>
 struct FwdArgs {
@@ -101,41 +92,7 @@ struct BwdArgs {
 };
 
 // ---------------------------------------------------------------------------
-// reductions over a row group
-
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Sums each of v[N] over the `width` threads of this thread's row group; all
-// of them get the totals (the same bits: every thread adds in the same
-// order). Across warps: one partial per warp in shared memory, then a barrier
-// for this group alone (id 1 + group; 0 is __syncthreads), or __syncthreads
-// when the caller's loop is uniform over the block (whole_block). The two scratch
-// slots alternate, so one barrier a call suffices: a warp rewrites a slot only
-// after the next call's barrier, which every warp reaches after reading it.
-template <int N, class A>
-__device__ __forceinline__ void group_sum(A (&v)[N], int width, A (&scratch)[2][kWarps][N],
-                                          int& slot, bool whole_block = false) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = warp_sum(v[i]);
-  if (width == 32) return;
-  const int warp = threadIdx.x / 32, first = warp & ~(width / 32 - 1);
-  if (threadIdx.x % 32 == 0)
-#pragma unroll
-    for (int i = 0; i < N; ++i) scratch[slot][warp][i] = v[i];
-  if (whole_block)
-    __syncthreads();
-  else
-    named_barrier(1 + threadIdx.x / width, width);
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    A s = 0;
-    for (int w = first; w < first + width / 32; ++w) s += scratch[slot][w][i];
-    v[i] = s;
-  }
-  slot ^= 1;
-}
+// the backward's column sums (row reductions: group_sum, kit/reduce.cuh)
 
 // Adds the groups' column sums acc[k][j] (column (k * width + lane) * VEC + j)
 // in group order and writes them as row blockIdx.x of `part`, coalesced.
@@ -164,14 +121,14 @@ __device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, i
 // y = (x - mean) * rstd * w + b for one chunk at column `col`. Weight and bias
 // are read here, every row (from L1: a block's share of them is at most
 // 64 KB), not held in registers across rows, which spilled fp32 rows.
-template <bool RMS, class P, class T, class A>
-__device__ __forceinline__ void normalize(const P& x, const T* w, const T* b, int64_t col, A mean,
-                                          A rstd, P& y) {
-  P wv, bv;
-  if (w) wv = ld<P>(w + col);
-  if (!RMS && b) bv = ld<P>(b + col);
+template <bool RMS, class T, int VEC, class A>
+__device__ __forceinline__ void normalize(const Vec<T, VEC>& x, const T* w, const T* b, int64_t col,
+                                          A mean, A rstd, Vec<T, VEC>& y) {
+  Vec<T, VEC> wv, bv;
+  if (w) wv = load_vec<T, VEC>(w + col);
+  if (!RMS && b) bv = load_vec<T, VEC>(b + col);
 #pragma unroll
-  for (int j = 0; j < int(sizeof(P) / sizeof(T)); ++j) {
+  for (int j = 0; j < VEC; ++j) {
     A v = (A(to_acc(x.v[j])) - mean) * rstd;
     if (w) v *= A(to_acc(wv.v[j]));
     if (!RMS && b) v += A(to_acc(bv.v[j]));
@@ -181,11 +138,12 @@ __device__ __forceinline__ void normalize(const P& x, const T* w, const T* b, in
 
 // The backward's per-element terms of one chunk at column `col`: xhat,
 // grad_y and wg = grad_y * w (w read here, like normalize's).
-template <class P, class T, class A, int VEC>
-__device__ __forceinline__ void terms(const P& x, const P& g, const T* w, int64_t col, A mean,
-                                      A rstd, A (&xhat)[VEC], A (&gy)[VEC], A (&wg)[VEC]) {
-  P wv;
-  if (w) wv = ld<P>(w + col);
+template <class T, int VEC, class A>
+__device__ __forceinline__ void terms(const Vec<T, VEC>& x, const Vec<T, VEC>& g, const T* w,
+                                      int64_t col, A mean, A rstd, A (&xhat)[VEC], A (&gy)[VEC],
+                                      A (&wg)[VEC]) {
+  Vec<T, VEC> wv;
+  if (w) wv = load_vec<T, VEC>(w + col);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     xhat[j] = (A(to_acc(x.v[j])) - mean) * rstd;
@@ -201,7 +159,7 @@ template <class T, bool RMS, int VEC, int VPT, int kRows>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_kernel(FwdArgs<T> a, int width) {
   using A = acc_t<T>;
-  using P = Pack<T, VEC>;
+  using P = Vec<T, VEC>;
   __shared__ A scratch[2][kWarps][kRows];
   const int lane = threadIdx.x & (width - 1);
   const int64_t groups = kBlock / width, chunks = a.cols / VEC;
@@ -216,7 +174,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         const int64_t c = int64_t(k) * width + lane;
-        if (r0 + u < a.rows && c < chunks) xv[u][k] = ld<P>(a.x + (r0 + u) * a.cols + c * VEC);
+        if (r0 + u < a.rows && c < chunks) xv[u][k] = load_vec<T, VEC>(a.x + (r0 + u) * a.cols + c * VEC);
       }
     auto valid = [&](int u, int k) {
       return r0 + u < a.rows && int64_t(k) * width + lane < chunks;
@@ -263,7 +221,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
         const int64_t c = int64_t(k) * width + lane;
         P yv;
         normalize<RMS>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, yv);
-        st(a.y + (r0 + u) * a.cols + c * VEC, yv);
+        store_vec(a.y + (r0 + u) * a.cols + c * VEC, yv);
       }
     }
   }
@@ -276,7 +234,7 @@ template <class T, bool RMS, int VEC, int VPT, int kRows>
 __global__ void __launch_bounds__(kBlock, 1)
 norm_backward_kernel(BwdArgs<T> a, int width) {
   using A = acc_t<T>;
-  using P = Pack<T, VEC>;
+  using P = Vec<T, VEC>;
   constexpr int NS = RMS ? 1 : 2;  // row sums: sum(wg * xhat) [, sum(wg)]
   __shared__ A scratch[2][kWarps][NS * kRows];
   __shared__ A combine[kBlock * VEC];
@@ -303,8 +261,8 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       for (int k = 0; k < VPT; ++k) {
         const int64_t c = int64_t(k) * width + lane;
         if (!row_ok || c >= chunks) continue;
-        xv[u][k] = ld<P>(a.x + (r0 + u) * a.cols + c * VEC);
-        gv[u][k] = ld<P>(a.g + (r0 + u) * a.cols + c * VEC);
+        xv[u][k] = load_vec<T, VEC>(a.x + (r0 + u) * a.cols + c * VEC);
+        gv[u][k] = load_vec<T, VEC>(a.g + (r0 + u) * a.cols + c * VEC);
       }
     }
     auto valid = [&](int u, int k) { return r0 + u < r_end && int64_t(k) * width + lane < chunks; };
@@ -342,7 +300,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j)
           o.v[j] = from_acc<T>(rstd[u] * (wg[j] - mean_wg - xhat[j] * mean_wgx));
-        st(a.gx + (r0 + u) * a.cols + col, o);
+        store_vec(a.gx + (r0 + u) * a.cols + col, o);
       }
     }
   }
@@ -357,7 +315,7 @@ template <class T, bool RMS, int VEC>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_loop_kernel(FwdArgs<T> a, int) {
   using A = acc_t<T>;
-  using P = Pack<T, VEC>;
+  using P = Vec<T, VEC>;
   __shared__ A scratch[2][kWarps][1];
   const int64_t chunks = a.cols / VEC;
   const A inv_n = A(1) / A(a.cols);
@@ -368,7 +326,7 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
     if constexpr (!RMS) {
 #pragma unroll 4
       for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
-        const P v = ld<P>(x + c * VEC);
+        const P v = load_vec<T, VEC>(x + c * VEC);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) mean[0] += to_acc(v.v[j]);
       }
@@ -377,7 +335,7 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
     }
 #pragma unroll 4
     for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
-      const P v = ld<P>(x + c * VEC);
+      const P v = load_vec<T, VEC>(x + c * VEC);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const A d = A(to_acc(v.v[j])) - mean[0];
@@ -392,8 +350,8 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
     }
     for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
       P yv;
-      normalize<RMS>(ld<P>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, yv);
-      st(a.y + r * a.cols + c * VEC, yv);
+      normalize<RMS>(load_vec<T, VEC>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, yv);
+      store_vec(a.y + r * a.cols + c * VEC, yv);
     }
   }
 }
@@ -406,7 +364,7 @@ template <class T, bool RMS, int VEC>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_backward_loop_kernel(BwdArgs<T> a, int) {
   using A = acc_t<T>;
-  using P = Pack<T, VEC>;
+  using P = Vec<T, VEC>;
   constexpr int NS = RMS ? 1 : 2;
   __shared__ A scratch[2][kWarps][NS];
   const int64_t chunks = a.cols / VEC;
@@ -418,7 +376,7 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
     const T* g = a.g + r * a.cols;
     const A mean = RMS ? A(0) : a.mean[r], rstd = a.rstd[r];
     auto load = [&](int64_t c, A (&xhat)[VEC], A (&gy)[VEC], A (&wg)[VEC]) {
-      terms(ld<P>(x + c * VEC), ld<P>(g + c * VEC), a.w, c * VEC, mean, rstd, xhat, gy, wg);
+      terms(load_vec<T, VEC>(x + c * VEC), load_vec<T, VEC>(g + c * VEC), a.w, c * VEC, mean, rstd, xhat, gy, wg);
     };
     A s[NS] = {};
     A xhat[VEC], gy[VEC], wg[VEC];
@@ -440,7 +398,7 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j)
           o.v[j] = from_acc<T>(rstd * (wg[j] - mean_wg - xhat[j] * mean_wgx));
-        st(a.gx + r * a.cols + c * VEC, o);
+        store_vec(a.gx + r * a.cols + c * VEC, o);
       }
       A* pw = a.part_w ? a.part_w + blockIdx.x * a.cols + c * VEC : nullptr;
       A* pb = !RMS && a.part_b ? a.part_b + blockIdx.x * a.cols + c * VEC : nullptr;
@@ -451,28 +409,6 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
       }
     }
   }
-}
-
-// grad[c] = sum over p < parts of partial[p * cols + c], in a fixed order:
-// threadIdx.y strides over the parts, then one thread adds the 16 strides in
-// order. Block (32, 16) per 32 columns; blockIdx.y picks grad_w or grad_b.
-template <class T, class A>
-__global__ void __launch_bounds__(512)
-sum_partials_kernel(const A* __restrict__ partial, int64_t parts, int64_t cols, T* out0, T* out1) {
-  __shared__ A tile[16][33];
-  const int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
-  const A* p = partial + blockIdx.y * parts * cols;
-  A s = 0;
-  if (c < cols)
-#pragma unroll 4
-    for (int64_t k = threadIdx.y; k < parts; k += 16) s += p[k * cols + c];
-  tile[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= cols) return;
-  A t = 0;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) t += tile[i][threadIdx.x];
-  (blockIdx.y == 0 ? out0 : out1)[c] = from_acc<T>(t);
 }
 
 // ---------------------------------------------------------------------------
@@ -542,12 +478,11 @@ tc_status launch_backward(const norms::Backward& b) {
   cudaStream_t stream = as_stream(b.stream);
   kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
   TC_RETURN_IF_ERROR(check_launch(b.op));
-  const int grads = (part_w != nullptr) + (part_b != nullptr);
-  if (grads == 0) return TC_OK;
-  T* first = static_cast<T*>(b.grad_weight ? b.grad_weight : b.grad_bias);
-  sum_partials_kernel<T, A><<<dim3(grid_1d(b.cols, 32), grads), dim3(32, 16), 0, stream>>>(
-      ws, blocks, b.cols, first, static_cast<T*>(b.grad_bias));
-  return check_launch(b.op);
+  if (!part_w && !part_b) return TC_OK;
+  // 16 threads a column: at most 264 partial rows, but thousands of columns
+  T* gw = static_cast<T*>(b.grad_weight);
+  T* gb = static_cast<T*>(b.grad_bias);
+  return launch_sum_partials<T, 16>(b.op, ws, blocks, b.cols, gw ? gw : gb, gw ? gb : nullptr, stream);
 }
 
 // 16-byte vectors when every row starts 16-byte aligned, else single elements.

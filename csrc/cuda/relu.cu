@@ -8,18 +8,9 @@
 // loads, or one for 16-bit types). Forward moves 8 + 1/8 bytes per fp32
 // element, backward 8 + 1/8 instead of 12: torch.compile's backward reads a
 // 1-byte bool mask (9 bytes) and was 1.3x faster than relu_backward at 8192^2.
-#include "tinycuda/relu.h"
+#include "../shared/act_check.h"
+#include "../shared/relu_math.h"
 #include "kit/pointwise.cuh"
-
-// ---------------------------------------------------------------------------
-// element functions
-
-struct ReluFn {
-  template <class A> __device__ A operator()(A x, A) const { return x > A(0) || x != x ? x : A(0); }
-};
-struct ReluBackwardFn {
-  template <class A> __device__ A operator()(A g, A x) const { return x > A(0) ? g : A(0); }
-};
 
 // ---------------------------------------------------------------------------
 // bitmask kernels: thread b owns elements [8b, 8b + 8) and mask byte b
@@ -48,7 +39,7 @@ relu_mask_kernel(int64_t n, const T* __restrict__ x, T* __restrict__ y, uint8_t*
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     bits |= uint8_t(v[j] > A(0)) << j;
-    v[j] = v[j] > A(0) || v[j] != v[j] ? v[j] : A(0);
+    v[j] = ReluFn{}(v[j], A(0));
   }
   if (full) {
     constexpr int V = Vec<T>::size;
@@ -91,21 +82,19 @@ relu_mask_backward_kernel(int64_t n, const T* __restrict__ g, const uint8_t* __r
 // launchers
 
 tc_status tc_relu_cuda(const tc_relu_params* p) {
-  TC_REQUIRE(p, "relu: params is NULL");
+  TC_RETURN_IF_ERROR(relu_check(p));
   return launch_pointwise<false>("relu", p->dtype, p->n, p->x, nullptr, p->y, p->stream, ReluFn{});
 }
 
 tc_status tc_relu_backward_cuda(const tc_relu_backward_params* p) {
-  TC_REQUIRE(p, "relu_backward: params is NULL");
+  TC_RETURN_IF_ERROR(relu_check(p));
   return launch_pointwise<true>("relu_backward", p->dtype, p->n, p->grad_y, p->x, p->grad_x,
                                 p->stream, ReluBackwardFn{});
 }
 
 tc_status tc_relu_mask_cuda(const tc_relu_mask_params* p) {
-  TC_REQUIRE(p, "relu_mask: params is NULL");
-  TC_REQUIRE(p->n >= 0, "relu_mask: n must be >= 0, got %lld", (long long)p->n);
+  TC_RETURN_IF_ERROR(relu_check(p));
   if (p->n == 0) return TC_OK;
-  TC_REQUIRE(p->x && p->y && p->mask, "relu_mask: x, y or mask is NULL");
   return dispatch_cuda(p->dtype, "relu_mask", [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const unsigned grid = grid_1d((p->n + 7) / 8, 256);
@@ -120,10 +109,8 @@ tc_status tc_relu_mask_cuda(const tc_relu_mask_params* p) {
 }
 
 tc_status tc_relu_mask_backward_cuda(const tc_relu_mask_backward_params* p) {
-  TC_REQUIRE(p, "relu_mask_backward: params is NULL");
-  TC_REQUIRE(p->n >= 0, "relu_mask_backward: n must be >= 0, got %lld", (long long)p->n);
+  TC_RETURN_IF_ERROR(relu_check(p));
   if (p->n == 0) return TC_OK;
-  TC_REQUIRE(p->grad_y && p->mask && p->grad_x, "relu_mask_backward: a pointer is NULL");
   return dispatch_cuda(p->dtype, "relu_mask_backward", [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const unsigned grid = grid_1d((p->n + 7) / 8, 256);

@@ -11,12 +11,13 @@
 // grad_y and y, write grad_x); bias and partials are < 0.1% at 8192^2.
 //
 // grad_bias: each block reduces its row slice over threadIdx.y in shared
-// memory and writes one partial per column; sum_partials_kernel adds the
-// slices in order (plan::column_chunks slices: 32 at 8192^2), so the result is
-// deterministic.
+// memory and writes one partial per column; sum_partials_kernel
+// (kit/reduce.cuh) adds the slices in order (plan::column_chunks slices: 32
+// at 8192^2), so the result is deterministic.
 #include "../shared/reduce_plan.h"
-#include "tinycuda/scale_bias_relu.h"
+#include "../shared/scale_bias_relu_check.h"
 #include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 namespace {
 constexpr int kUnroll = 4;  // rows in flight per thread
@@ -143,10 +144,8 @@ bool vectorizable(int64_t cols, size_t elem, std::initializer_list<const void*> 
 // launchers
 
 tc_status tc_scale_bias_relu_cuda(const tc_scale_bias_relu_params* p) {
-  TC_REQUIRE(p, "scale_bias_relu: params is NULL");
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "scale_bias_relu: negative size");
+  TC_RETURN_IF_ERROR(scale_bias_relu_check(p));
   if (p->rows == 0 || p->cols == 0) return TC_OK;
-  TC_REQUIRE(p->x && p->bias && p->y, "scale_bias_relu: a pointer is NULL");
   return dispatch_cuda(p->dtype, "scale_bias_relu", [&](auto tag) -> tc_status {
     using T = decltype(tag);
     auto launch = [&](auto vec) {
@@ -172,8 +171,7 @@ tc_status tc_scale_bias_relu_cuda(const tc_scale_bias_relu_params* p) {
 
 tc_status tc_scale_bias_relu_backward_cuda(const tc_scale_bias_relu_backward_params* p) {
   const char* op = "scale_bias_relu_backward";
-  TC_REQUIRE(p, "%s: params is NULL", op);
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
+  TC_RETURN_IF_ERROR(scale_bias_relu_check(p));
   if (p->cols == 0 || (!p->grad_x && !p->grad_bias)) return TC_OK;
   if (p->rows == 0) {  // grad_bias of no rows is zero
     if (p->grad_bias && cudaMemsetAsync(p->grad_bias, 0, p->cols * tc_dtype_size(p->dtype),
@@ -181,7 +179,6 @@ tc_status tc_scale_bias_relu_backward_cuda(const tc_scale_bias_relu_backward_par
       return tc_fail(TC_ERR_CUDA, "%s: cudaMemsetAsync failed", op);
     return TC_OK;
   }
-  TC_REQUIRE(p->grad_y && p->y, "%s: grad_y or y is NULL", op);
   const size_t need = tc_scale_bias_relu_backward_workspace_size(p);
   TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
              "%s: workspace of %zu bytes needed, %zu given", op, need, p->workspace_bytes);
@@ -206,6 +203,7 @@ tc_status tc_scale_bias_relu_backward_cuda(const tc_scale_bias_relu_backward_par
       launch(std::integral_constant<int, 1>{});
     TC_RETURN_IF_ERROR(check_launch(op));
     if (!partial) return TC_OK;
-    return launch_sum_partials<T>(op, partial, chunks, p->cols, static_cast<T*>(p->grad_bias), stream);
+    return launch_sum_partials<T, 1>(op, partial, chunks, p->cols, static_cast<T*>(p->grad_bias), nullptr,
+                                     stream);
   });
 }

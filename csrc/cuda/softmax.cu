@@ -23,59 +23,14 @@
 // NaN / inf: max uses fmax (which skips NaN), but a NaN or +inf then makes
 // sum(exp(x - m)) NaN, and an all -inf row makes x - m NaN: such rows come
 // out NaN, as in torch, without a special case.
-#include "tinycuda/softmax.h"
+#include "../shared/softmax_check.h"
 #include "../shared/softmax_math.h"
 #include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 namespace {
 
 constexpr int kMaxRegisterCols = 4096;  // in 16-byte vectors: 32768 bf16, 16384 fp32
-
-// ---------------------------------------------------------------------------
-// reductions over the WIDTH threads of one row (a block may hold several rows)
-
-template <int WIDTH, class A, class Op>
-__device__ __forceinline__ A row_reduce(A v, Op op, A* scratch /* [32] */) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if constexpr (WIDTH > 32) {
-    constexpr int kWarps = WIDTH / 32;
-    const int warp = threadIdx.x / 32, first = warp / kWarps * kWarps;
-    __syncthreads();  // scratch may still be read by the previous reduction
-    if (threadIdx.x % 32 == 0) scratch[warp] = v;
-    __syncthreads();
-    v = scratch[first];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = op(v, scratch[first + w]);
-  }
-  return v;
-}
-
-struct Max {
-  template <class A>
-  __device__ A operator()(A a, A b) const { return fmax(a, b); }
-};
-struct Add {
-  template <class A>
-  __device__ A operator()(A a, A b) const { return a + b; }
-};
-
-template <int WIDTH, class A>
-__device__ __forceinline__ void merge_row(A& m, A& s, A* sm, A* ss) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const A m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    online_merge(m, s, m2, s2);
-  }
-  if constexpr (WIDTH > 32) {
-    const int warp = threadIdx.x / 32;
-    __syncthreads();  // sm/ss may still be read from the previous row
-    if (threadIdx.x % 32 == 0) sm[warp] = m, ss[warp] = s;
-    __syncthreads();
-    m = sm[0], s = ss[0];
-    for (int w = 1; w < WIDTH / 32; ++w) online_merge(m, s, sm[w], ss[w]);
-  }
-}
 
 // ---------------------------------------------------------------------------
 // REGISTERS kernels: WIDTH threads a row, max(256, WIDTH) threads a block
@@ -127,7 +82,7 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
       if (in.has[k])
 #pragma unroll
         for (int i = 0; i < N; ++i) s += ::exp(A(to_acc(in.v[k].v[i])) - m);
-    s = row_reduce<WIDTH>(s, Add{}, scratch);
+    s = row_reduce<WIDTH>(s, Sum{}, scratch);
     // exp is computed again rather than kept: 32 floats a thread instead of 16
     // packed registers would not fit the 64-register budget.
     launder(in.v);
@@ -171,7 +126,7 @@ softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__
 #pragma unroll
         for (int i = 0; i < N; ++i)
           dot += log ? A(to_acc(gs.v[k].v[i])) : A(to_acc(gs.v[k].v[i])) * A(to_acc(ys.v[k].v[i]));
-    dot = row_reduce<WIDTH>(dot, Add{}, scratch);
+    dot = row_reduce<WIDTH>(dot, Sum{}, scratch);
     launder(gs.v);
     launder(ys.v);
 #pragma unroll
@@ -195,16 +150,18 @@ template <class T, int WIDTH>
 __global__ void __launch_bounds__(256)
 softmax_online_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
-  __shared__ A sm[8], ss[8];
+  __shared__ MaxSum<A> scratch[32];
   constexpr int kRowsPerBlock = 256 / WIDTH;
   const int lane = threadIdx.x % WIDTH;
   // A block-wide row loop is uniform across the block (it has barriers).
   for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / WIDTH; r < rows;
        r += int64_t(gridDim.x) * kRowsPerBlock) {
     const T* xr = x + r * cols;
-    A m = -INFINITY, s = 0;
-    for (int64_t c = lane; c < cols; c += WIDTH) online_add(m, s, A(to_acc(xr[c])));
-    merge_row<WIDTH>(m, s, sm, ss);
+    MaxSum<A> ms{-INFINITY, 0};
+    for (int64_t c = lane; c < cols; c += WIDTH) online_add(ms.m, ms.s, A(to_acc(xr[c])));
+    ms = row_reduce<WIDTH, 256>(ms, OnlineMerge{}, scratch);
+    const A m = ms.m;
+    A s = ms.s;
     online_finish(m, s);
     const A log_s = ::log(s), inv_s = A(1) / s;
     T* yr = y + r * cols;
@@ -230,7 +187,7 @@ softmax_backward_online_kernel(const T* __restrict__ g, const T* __restrict__ y,
     A dot = 0;
     for (int64_t c = lane; c < cols; c += WIDTH)
       dot += log ? A(to_acc(gr[c])) : A(to_acc(gr[c])) * A(to_acc(yr[c]));
-    dot = row_reduce<WIDTH>(dot, Add{}, scratch);
+    dot = row_reduce<WIDTH>(dot, Sum{}, scratch);
     T* gxr = gx + r * cols;
     for (int64_t c = lane; c < cols; c += WIDTH) {
       const A gv = to_acc(gr[c]), yv = to_acc(yr[c]);
@@ -283,12 +240,10 @@ void by_online_width(int64_t rows, int64_t cols, Launch launch) {
 // launchers
 
 tc_status tc_softmax_cuda(const tc_softmax_params* p) {
-  TC_REQUIRE(p, "softmax: params is NULL");
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "softmax: negative size");
+  TC_RETURN_IF_ERROR(softmax_check(p));
   TC_REQUIRE(p->algo >= TC_SOFTMAX_AUTO && p->algo <= TC_SOFTMAX_REGISTERS,
              "softmax: algo must be 0 (auto), 1 (online) or 2 (registers), got %d", int(p->algo));
   if (p->rows * p->cols == 0) return TC_OK;
-  TC_REQUIRE(p->x && p->y, "softmax: x or y is NULL");
   return dispatch_cuda(p->dtype, "softmax", [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(p->x);
@@ -317,10 +272,8 @@ tc_status tc_softmax_cuda(const tc_softmax_params* p) {
 
 tc_status tc_softmax_backward_cuda(const tc_softmax_backward_params* p) {
   const char* op = "softmax_backward";
-  TC_REQUIRE(p, "%s: params is NULL", op);
-  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
+  TC_RETURN_IF_ERROR(softmax_check(p));
   if (p->rows * p->cols == 0) return TC_OK;
-  TC_REQUIRE(p->grad_y && p->y && p->grad_x, "%s: a pointer is NULL", op);
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(p->grad_y);

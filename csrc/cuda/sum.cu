@@ -9,12 +9,13 @@
 // Column path (inner > 1): block (32 x 8 threads) owns 32 adjacent columns of
 // one outer index and one slice of the reduced axis; coalesced 32-wide row
 // reads, a shared-memory reduction over the 8 rows, one partial per column;
-// sum_partials_kernel adds the slices in order.
+// sum_partials_kernel (kit/reduce.cuh) adds the slices in order.
 //
 // Backward broadcasts grad_y over the reduced axis.
 #include "../shared/reduce_plan.h"
-#include "tinycuda/sum.h"
+#include "../shared/sum_check.h"
 #include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 // ---------------------------------------------------------------------------
 // kernels
@@ -53,7 +54,7 @@ row_sum_kernel(const T* __restrict__ x, int64_t rows, int64_t reduce, int64_t sp
     } else {
       for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) acc += to_acc(row[k]);
     }
-    acc = block_sum(acc, scratch);
+    acc = block_reduce(acc, Sum{}, A(0), scratch, blockDim.x / 32);
     if (threadIdx.x == 0) {
       if (splits == 1) y[o] = from_acc<T>(acc);
       else partial[o * splits + blockIdx.x] = acc;
@@ -71,7 +72,7 @@ row_partials_kernel(const acc_t<T>* __restrict__ partial, int64_t rows, int64_t 
   for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
     A acc = 0;
     for (int64_t s = threadIdx.x; s < splits; s += blockDim.x) acc += partial[o * splits + s];
-    acc = block_sum(acc, scratch);
+    acc = block_reduce(acc, Sum{}, A(0), scratch, blockDim.x / 32);
     if (threadIdx.x == 0) y[o] = from_acc<T>(acc);
   }
 }
@@ -116,11 +117,9 @@ __global__ void sum_backward_kernel(const T* __restrict__ g, int64_t reduce, int
 // launchers
 
 tc_status tc_sum_cuda(const tc_sum_params* p) {
-  TC_REQUIRE(p, "sum: params is NULL");
-  TC_REQUIRE(p->outer >= 0 && p->reduce >= 0 && p->inner >= 0, "sum: negative size");
+  TC_RETURN_IF_ERROR(sum_check(p));
   const int64_t out_n = p->outer * p->inner;
   if (out_n == 0) return TC_OK;
-  TC_REQUIRE(p->y && (p->reduce == 0 || p->x), "sum: x or y is NULL");
   const size_t need = plan::sum_workspace(p->dtype, p->outer, p->reduce, p->inner);
   TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
              "sum: workspace of %zu bytes needed, %zu given", need, p->workspace_bytes);
@@ -158,16 +157,14 @@ tc_status tc_sum_cuda(const tc_sum_params* p) {
         x, p->outer, p->reduce, p->inner, chunks, partial, y);
     TC_RETURN_IF_ERROR(check_launch("sum"));
     if (chunks == 1) return TC_OK;
-    return launch_sum_partials<T>("sum", partial, chunks, out_n, y, stream);
+    return launch_sum_partials<T, 1>("sum", partial, chunks, out_n, y, nullptr, stream);
   });
 }
 
 tc_status tc_sum_backward_cuda(const tc_sum_backward_params* p) {
-  TC_REQUIRE(p, "sum_backward: params is NULL");
-  TC_REQUIRE(p->outer >= 0 && p->reduce >= 0 && p->inner >= 0, "sum_backward: negative size");
+  TC_RETURN_IF_ERROR(sum_check(p));
   const int64_t n = p->outer * p->reduce * p->inner;
   if (n == 0) return TC_OK;
-  TC_REQUIRE(p->grad_y && p->grad_x, "sum_backward: a pointer is NULL");
   return dispatch_cuda(p->dtype, "sum_backward", [&](auto tag) -> tc_status {
     using T = decltype(tag);
     sum_backward_kernel<T><<<grid_1d(n, 256, 65536), 256, 0, as_stream(p->stream)>>>(

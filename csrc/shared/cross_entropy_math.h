@@ -23,6 +23,14 @@ inline tc_status check(const tc_cross_entropy_params* p, const char* op) {
   return TC_OK;
 }
 
+inline tc_status check(const tc_cross_entropy_backward_params* p, const char* op) {
+  TC_REQUIRE(p, "%s: params is NULL", op);
+  TC_REQUIRE(p->rows >= 0 && p->cols >= 0, "%s: negative size", op);
+  TC_REQUIRE(p->rows * p->cols == 0 || (p->grad_logits && p->grad_loss),
+             "%s: grad_logits or grad_loss is NULL", op);
+  return TC_OK;
+}
+
 inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
 
 // The CUDA workspace: [n_valid, counted on the device: 16 bytes][row losses].

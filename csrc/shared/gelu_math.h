@@ -59,6 +59,27 @@ struct GeluTanh {
   }
 };
 
+// The element functions of the pointwise loops (cpu/kit/pointwise.h,
+// cuda/kit/pointwise.cuh), Act one of the above.
+template <class Act>
+struct GeluFn {
+  template <class A> TC_HD A operator()(A x, A) const { return Act::value(x); }
+};
+
+template <class Act>
+struct GeluBackwardFn {
+  template <class A> TC_HD A operator()(A g, A x) const {
+    A f, df;
+    Act::value_grad(x, f, df);
+    return g * df;
+  }
+};
+
+template <class Act>
+struct GluFn {
+  template <class A> TC_HD A operator()(A a, A b) const { return Act::value(a) * b; }
+};
+
 // Calls f(GeluErf{}) or f(GeluTanh{}) for a tc_gelu_approximate, and f(Act{})
 // for a tc_glu_act (the callers check the codes first).
 template <class F>

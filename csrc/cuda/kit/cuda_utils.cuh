@@ -1,4 +1,5 @@
-// CUDA side of the core: element conversions, 16-byte vectors, error checks.
+// CUDA side of the core: element conversions, error checks, launch sizing
+// (the vector type is in vec.cuh, the reductions in reduce.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -17,22 +18,6 @@ template <> __device__ __forceinline__ double from_acc<double>(double v) { retur
 template <> __device__ __forceinline__ __half from_acc<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
-}
-
-// 16 bytes of T: one LDG.128 / STG.128, the widest access a thread can make.
-template <class T>
-struct alignas(16) Vec {
-  static constexpr int size = 16 / sizeof(T);
-  T v[size];
-};
-
-template <class T>
-__device__ __forceinline__ Vec<T> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T>*>(p);
-}
-template <class T>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T>& v) {
-  *reinterpret_cast<Vec<T>*>(p) = v;
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

@@ -1,0 +1,34 @@
+// One vector type for every kernel: Vec<T, N>, N elements of T loaded or
+// stored as one access (default: 16 bytes, one LDG.128 / STG.128, the widest
+// a thread can make: 4 fp32, 8 fp16/bf16, 2 fp64). N = 1 is the scalar
+// instance a kernel takes for misaligned buffers or odd widths.
+//
+// load_cs / store_cs are the streaming forms (evict-first): for data read or
+// written once that should not push out lines other blocks will still read
+// (cross_entropy's second pass).
+#pragma once
+#include "cuda_utils.cuh"
+
+template <class T, int N = int(16 / sizeof(T))>
+struct alignas(N * sizeof(T)) Vec {
+  static constexpr int size = N;
+  T v[N];
+};
+
+template <class T, int N = int(16 / sizeof(T))>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, N>*>(p);
+}
+template <class T, int N>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
+  *reinterpret_cast<Vec<T, N>*>(p) = v;
+}
+
+// Streaming 16-byte access (ld/st.global.cs, evict-first) as four 32-bit
+// words, one register each: cross_entropy holds its 16-bit rows so and
+// converts a word (two elements) at a time. A Vec<__nv_bfloat16> there instead
+// (loaded by load_vec, bit-cast to words) took the 256-thread bf16 kernel
+// from 75 to 80 registers and the 1024-thread fp64 one from 232 to 256 bytes
+// of spills (ptxas, sm_90a).
+__device__ __forceinline__ uint4 load_cs(const void* p) { return __ldcs(static_cast<const uint4*>(p)); }
+__device__ __forceinline__ void store_cs(void* p, uint4 w) { __stcs(static_cast<uint4*>(p), w); }
