@@ -14,13 +14,15 @@ import pytest
 import torch
 
 import tinycuda.ops  # noqa: F401  (loads the kernels, registers the ops)
+from tinycuda.optable import noncontiguous, view  # noqa: F401  (re-exported for the family tests)
 
 HAS_CUDA = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
     "tinycuda::relu", "CUDA")
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 HALF = [torch.float16, torch.bfloat16]
 DTYPES = [torch.float32] + HALF
-requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build")
+CUDA_REASON = "needs a CUDA GPU and a CUDA build"
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
 
 
 @pytest.fixture(params=DEVICES)
@@ -37,6 +39,23 @@ def dtype(request):
 def _fresh_seed(request):
     # fresh random inputs per test, but reproducible from the test's id
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+def _on_cuda(value):
+    return (isinstance(value, str) and value.split(":")[0] == "cuda") or (
+        isinstance(value, torch.device) and value.type == "cuda")
+
+
+def pytest_collection_modifyitems(items):
+    """Marks every test that runs on the GPU `cuda` (a `device` or other
+    parameter naming it, or requires_cuda), so that `make sanitize` can
+    select them with -m (the markers: pyproject.toml)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec else ()
+        if any(_on_cuda(v) for v in params) or any(
+                m.kwargs.get("reason") == CUDA_REASON for m in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.cuda)
 
 
 def max_err(a, ref):
@@ -61,40 +80,62 @@ def assert_matches(ours, torch_same_precision, ref, *, grad=False, rtol32=1e-5, 
         torch.testing.assert_close(ours.double(), ref.double(), rtol=rtol32, atol=atol32)
 
 
-def noncontiguous(t):
-    """The same values as `t` in a non-contiguous view (every other element of
-    a tensor twice as wide in the last dim)."""
-    if t.dim() == 0 or t.numel() == 0:
-        return t
-    wide = torch.empty((*t.shape[:-1], 2 * t.shape[-1]), dtype=t.dtype, device=t.device)
-    wide[..., ::2] = t
-    view = wide[..., ::2]
-    assert not view.is_contiguous() or t.shape[-1] == 1
-    return view
-
-
-def check_op(ours_fn, torch_fn, inputs, *, grad=True, rtol32=1e-5, atol32=1e-5,
+def check_op(ours_fn, torch_fn, args, kwargs=None, *, grad=True, grad_out="contig", rtol32=1e-5, atol32=1e-5,
              grad_rtol32=None, grad_atol32=None):
-    """Runs ours_fn and torch_fn on `inputs` (views are kept as given: strides
+    """Runs ours_fn and torch_fn on `args` (views are kept as given: strides
     matter) and torch_fn on float64 copies; compares outputs, then the
-    gradients of every floating input for one random grad_out."""
+    gradients of the floating tensors among args for one random grad_out
+    (laid out as `grad_out` says: optable.view). grad: True (every floating
+    tensor), False, or the indices of the args that get one."""
+    kwargs = kwargs or {}
+    wants = [isinstance(t, torch.Tensor) and t.is_floating_point() and (grad is True or (grad and i in grad))
+             for i, t in enumerate(args)]
+
     def leaves(cast):
-        return [cast(t).detach().requires_grad_(grad) if t.is_floating_point() else t for t in inputs]
+        return [cast(t).detach().requires_grad_(w) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                for t, w in zip(args, wants)]
 
     ours_in, lp_in, ref_in = leaves(lambda t: t), leaves(lambda t: t), leaves(lambda t: t.double())
-    out, out_lp, out_ref = ours_fn(*ours_in), torch_fn(*lp_in), torch_fn(*ref_in)
+    out, out_lp, out_ref = ours_fn(*ours_in, **kwargs), torch_fn(*lp_in, **kwargs), torch_fn(*ref_in, **kwargs)
     assert_matches(out, out_lp, out_ref, rtol32=rtol32, atol32=atol32)
-    if not grad:
+    idx = [i for i, w in enumerate(wants) if w]
+    if not idx:
         return out
-    g = torch.randn(out_ref.shape, dtype=out.dtype, device=out.device)
-    floats = [i for i, t in enumerate(inputs) if t.is_floating_point()]
-    gs = torch.autograd.grad(out, [ours_in[i] for i in floats], g)
-    gs_lp = torch.autograd.grad(out_lp, [lp_in[i] for i in floats], g)
-    gs_ref = torch.autograd.grad(out_ref, [ref_in[i] for i in floats], g.double())
-    for a, b, r in zip(gs, gs_lp, gs_ref):
-        assert a.dtype == inputs[0].dtype
-        assert_matches(a, b, r, grad=True, rtol32=grad_rtol32 or rtol32, atol32=grad_atol32 or atol32)
+    g = view(torch.randn(out_ref.shape, device=out.device).to(out.dtype), grad_out)
+    gs = torch.autograd.grad(out, [ours_in[i] for i in idx], g)
+    gs_lp = torch.autograd.grad(out_lp, [lp_in[i] for i in idx], g)
+    gs_ref = torch.autograd.grad(out_ref, [ref_in[i] for i in idx], g.double())
+    for i, a, b, r in zip(idx, gs, gs_lp, gs_ref):
+        assert a.dtype == args[i].dtype
+        try:
+            assert_matches(a, b, r, grad=True, rtol32=grad_rtol32 or rtol32, atol32=grad_atol32 or atol32)
+        except AssertionError as e:
+            e.add_note(f"(the gradient of argument {i})")
+            raise
     return out
+
+
+def check_compiled(fn, args, kwargs=None, *, wrt=(), grad_out=None, reps=3, rtol=None, atol=None,
+                   **compile_kwargs):
+    """torch.compile(fn, fullgraph=True) (no graph break) gives fn's output
+    and, when `wrt` is given, the gradients of those tensors for grad_out
+    (None: a scalar output), on each of `reps` calls (the CUDA-graph mode,
+    mode="reduce-overhead", records on a later call, then replays);
+    rtol/atol: torch.testing.assert_close's (None: its defaults)."""
+    kwargs = kwargs or {}
+    torch._dynamo.reset()
+
+    def run(f):
+        out = f(*args, **kwargs)
+        return out, (torch.autograd.grad(out, list(wrt), grad_out) if wrt else ())
+
+    ref_out, ref_grads = run(fn)
+    compiled = torch.compile(fn, fullgraph=True, **compile_kwargs)
+    for _ in range(reps):
+        out, grads = run(compiled)
+        torch.testing.assert_close(out, ref_out, rtol=rtol, atol=atol, equal_nan=True)
+        for g, r in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(g, r, rtol=rtol, atol=atol, equal_nan=True)
 
 
 def assert_drop_in_module(ours, ref, x):

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import requires_cuda
+from conftest import check_compiled, requires_cuda
+
+pytestmark = pytest.mark.compile
 
 
 class Net(torch.nn.Module):
@@ -40,23 +42,10 @@ class GatedNet(torch.nn.Module):
         return tinycuda.sum(tinycuda.geglu(self.gelu(self.gate(h)), self.proj(h), "none"))
 
 
-def _losses_and_grads(model, x):
-    loss = model(x)
-    grads = torch.autograd.grad(loss, list(model.parameters()))
-    return loss, grads
-
-
-def _check(device, net=Net, **compile_kwargs):
-    torch._dynamo.reset()
+def _check(device, net, **compile_kwargs):
     model = net().to(device)
-    x = torch.randn(9, 20, device=device)
-    ref_loss, ref_grads = _losses_and_grads(model, x)
-    compiled = torch.compile(model, fullgraph=True, **compile_kwargs)
-    for _ in range(3):  # the CUDA-graph mode records on a later call, then replays
-        loss, grads = _losses_and_grads(compiled, x)
-        torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
-        for g, r in zip(grads, ref_grads):
-            torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+    check_compiled(model, (torch.randn(9, 20, device=device),), wrt=list(model.parameters()), rtol=1e-5, atol=1e-5,
+                   **compile_kwargs)
 
 
 @pytest.mark.parametrize("net", [Net, GatedNet], ids=lambda n: n.__name__)

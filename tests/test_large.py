@@ -7,6 +7,7 @@ import torch
 import tinycuda
 from conftest import DEVICES, requires_cuda
 
+pytestmark = pytest.mark.large
 N = 2**31 + 4099
 
 
@@ -46,7 +47,9 @@ def test_swiglu_forward_and_backward_past_2_31():
         torch.testing.assert_close(ga[sl], ra.bfloat16())
         torch.testing.assert_close(gb[sl], rb.bfloat16())
     assert not ga[2**31 - 8: 2**31 + 8].any() and not gb[2**31 - 8: 2**31 + 8].any()
-@pytest.mark.skipif("cuda" not in DEVICES, reason="needs a CUDA GPU and a CUDA build")
+
+
+@requires_cuda
 def test_cross_entropy_past_2_31():
     """bf16 [16800, 128256] logits (2.15e9, 4.3 GB; the gradient as much again):
     row 16743 straddles element 2^31 and the rows after it lie past it."""

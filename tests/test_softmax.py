@@ -1,27 +1,15 @@
+"""softmax and log_softmax beyond the op table (tests/test_ops.py):
+infinities and NaN, long rows of -inf, the CUDA variants (tinycuda.variants)."""
 import math
 
 import pytest
 import torch
 
 import tinycuda
-from conftest import assert_matches, check_op, noncontiguous, requires_cuda
+from conftest import assert_matches, requires_cuda
+from tinycuda import variants
 
-CASES = [  # (shape, dim)
-    ((1, 1), -1), ((7, 1), -1), ((3, 7), -1), ((5, 33), 1), ((4, 1023), -1), ((3, 1025), -1),
-    ((2, 4097), -1), ((33, 5), 0), ((2, 3, 17), 1), ((0, 7), -1), ((4, 0), -1), ((9,), 0), ((), 0),
-]
-
-
-@pytest.mark.parametrize("shape,dim", CASES, ids=str)
-@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-@pytest.mark.parametrize("contiguous", [True, False], ids=["contig", "strided"])
-def test_softmax_matches_torch(device, dtype, shape, dim, log, contiguous):
-    x = (3 * torch.randn(shape, device=device)).to(dtype)
-    if not contiguous:
-        x = noncontiguous(x)
-    ours = (lambda t: tinycuda.log_softmax(t, dim)) if log else (lambda t: tinycuda.softmax(t, dim))
-    ref = (lambda t: torch.log_softmax(t, dim)) if log else (lambda t: torch.softmax(t, dim))
-    check_op(ours, ref, [x], rtol32=1e-5, atol32=1e-5, grad_atol32=1e-4)
+pytestmark = pytest.mark.racecheck
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
@@ -43,46 +31,21 @@ def test_softmax_long_row_extremes(device):
     torch.testing.assert_close(tinycuda.log_softmax(x), torch.log_softmax(x, -1))
 
 
-def test_softmax_gradcheck():
-    x = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
-    for dim in (0, 1, -1):
-        assert torch.autograd.gradcheck(lambda t: tinycuda.softmax(t, dim), (x,))
-        assert torch.autograd.gradcheck(lambda t: tinycuda.log_softmax(t, dim), (x,))
-
-
-def test_softmax_opcheck(device, dtype):
-    x = torch.randn(5, 33, device=device, dtype=dtype, requires_grad=True)
-    for op in (torch.ops.tinycuda.softmax.default, torch.ops.tinycuda.log_softmax.default):
-        torch.library.opcheck(op, (x, -1))
-        torch.library.opcheck(op, (x, 0))
-    y = torch.ops.tinycuda.softmax(x.detach(), -1)
-    torch.library.opcheck(torch.ops.tinycuda.softmax_backward.default, (torch.randn_like(y), y, -1, False))
-
-
-def test_softmax_errors():
-    with pytest.raises(RuntimeError, match=r"tinycuda::softmax: dim 2 is out of range for a tensor of 2 dims"):
-        tinycuda.softmax(torch.randn(3, 4), 2)
-    with pytest.raises(RuntimeError, match=r"tinycuda::log_softmax: x must be float32.*Long"):
-        tinycuda.log_softmax(torch.ones(3, dtype=torch.long))
-    with pytest.raises(RuntimeError, match=r"tinycuda::softmax_backward: grad_out has shape"):
-        torch.ops.tinycuda.softmax_backward(torch.randn(3), torch.randn(4), -1, False)
-
-
 @requires_cuda
-@pytest.mark.parametrize("algo", ["online", "registers"])
+@pytest.mark.parametrize("variant", variants.names("softmax"))
 @pytest.mark.parametrize("cols", [8, 1000, 4096, 16384, 32768])
-def test_softmax_variants(dtype, algo, cols):
+def test_softmax_variants(dtype, variant, cols):
     x = 4 * torch.randn(5, cols, device="cuda", dtype=dtype)
-    if algo == "registers" and dtype == torch.float32 and cols > 16384:
+    if variant == "registers" and dtype == torch.float32 and cols > 16384:
         with pytest.raises(RuntimeError, match="algo 2 \\(registers\\) needs cols a multiple of 4 and at most 16384"):
-            tinycuda.softmax(x, algo=algo)
+            variants.call("softmax", variant, x)
         return
-    for ours, ref in ((tinycuda.softmax, torch.softmax), (tinycuda.log_softmax, torch.log_softmax)):
-        assert_matches(ours(x, -1, algo=algo), ref(x, -1), ref(x.double(), -1))
+    for op, ref in (("softmax", torch.softmax), ("log_softmax", torch.log_softmax)):
+        assert_matches(variants.call(op, variant, x, -1), ref(x, -1), ref(x.double(), -1))
 
 
-def test_softmax_rejects_unknown_algo():
-    with pytest.raises(ValueError, match="tinycuda.softmax: algo must be one of"):
-        tinycuda.softmax(torch.randn(2, 3), algo="fast")
+def test_softmax_rejects_unknown_variant():
+    with pytest.raises(ValueError, match="tinycuda.variants: softmax has no variant 'fast'; its variants: online"):
+        variants.get("softmax", "fast")
     with pytest.raises(RuntimeError, match="tinycuda::softmax: algo must be 0"):
         torch.ops.tinycuda.softmax(torch.randn(2, 3), -1, algo=7)

@@ -18,195 +18,23 @@ speedup over eager and torch.compile; the peak memory a call allocates.
 Without a GPU the CPU kernels run at small shapes and the figures say so.
 """
 import datetime
-import importlib
 import json
 import math
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
-import tinycuda.ops  # noqa: F401  (loads the kernels)
 import tinycuda
-
-MODES = ("fwd", "bwd", "fwd+bwd")
+from tinycuda import optable, variants
+from tinycuda.optable import MODES
 
 
 # ---------------------------------------------------------------------------
-# what is benchmarked
+# what is benchmarked: the op table's entries with a Bench (tinycuda/optable.py)
 
-@dataclass
-class OpSpec:
-    name: str
-    modes: tuple
-    shapes: dict                     # "small"/"large"/"all"/"cpu" -> list of shapes
-    make: callable                   # (shape, dtype, device) -> list of input tensors
-    tinycuda: callable               # inputs -> output
-    torch: callable                  # inputs -> output (eager reference)
-    cost: callable                   # (shape, mode, itemsize) -> ("GB/s", bytes) or ("TFLOP/s", flops)
-    variants: dict = field(default_factory=dict)  # extra tinycuda variants (CUDA), in variant_modes
-    variant_modes: tuple = ("fwd",)
-    liger: callable = None           # inputs -> output through Liger-Kernel (imported lazily), if it has the op
-    loss: bool = False               # a loss: fwd+bwd backpropagates 1, as loss.backward()
-
-
-def _elementwise_bytes(reads_fwd, reads_bwd):
-    def cost(shape, mode, s):
-        n = math.prod(shape)
-        per = {"fwd": reads_fwd + 1, "bwd": reads_bwd + 1, "fwd+bwd": reads_fwd + reads_bwd + 2}[mode]
-        return "GB/s", per * n * s
-    return cost
-
-
-def _relu_bytes(shape, mode, s):
-    """relu needs only the sign of x for its backward: 1 bit (tinycuda's
-    bitmask). fwd without grad: 2ns; with grad add the n/8-byte mask."""
-    n = math.prod(shape)
-    return "GB/s", {"fwd": 2 * n * s, "bwd": 2 * n * s + n // 8, "fwd+bwd": 4 * n * s + n // 4}[mode]
-
-
-def _sbr_bytes(shape, mode, s):
-    n, c = math.prod(shape), shape[-1]
-    return "GB/s", {"fwd": 2 * n * s + c * s, "bwd": 3 * n * s + c * s,
-                    "fwd+bwd": 5 * n * s + 2 * c * s}[mode]
-
-
-def _glu_bytes(shape, mode, s):
-    """a, b -> y forward; grad_y, a, b -> grad_a, grad_b backward (nothing saved)."""
-    return "GB/s", {"fwd": 3, "bwd": 5, "fwd+bwd": 8}[mode] * math.prod(shape) * s
-
-
-def _liger(module, name, *extra):
-    """Liger-Kernel's `name` from liger_kernel.<module> (a function, or an
-    autograd Function), called with the inputs and then `extra`; imported on
-    first call, since Liger is optional. Only the loss of (loss, z_loss) is kept.
-    Some Liger backwards write their gradients over saved inputs (swiglu, geglu,
-    cross-entropy): a timed case's inputs change after the first, checked call,
-    which changes no timing. Liger runs after the other implementations."""
-    def run(*inputs):
-        f = getattr(importlib.import_module(f"liger_kernel.{module}"), name)
-        out = f.apply(*inputs, *extra) if hasattr(f, "apply") else f(*inputs, *extra)
-        return out[0] if isinstance(out, tuple) else out
-    return run
-
-
-def _norm_bytes(shape, mode, s):
-    """fwd reads x and writes y; bwd reads x and grad_y and writes grad_x
-    (weight, bias, their gradients and the per-row statistics are < 0.1%)."""
-    n = math.prod(shape)
-    return "GB/s", {"fwd": 2 * n * s, "bwd": 3 * n * s, "fwd+bwd": 5 * n * s}[mode]
-
-
-def _linear_flops(shape, mode, s):
-    m, n, k = shape
-    return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
-
-
-def _cross_entropy_bytes(shape, mode, s):
-    """Read the logits once; with the gradient (made by the forward kernel)
-    also write it once: N V s and 2 N V s."""
-    n, v = shape
-    return "GB/s", {"fwd": n * v * s, "fwd+bwd": 2 * n * v * s}[mode]
-
-
-def _flce_flops(shape, mode, s):
-    """hidden @ weight.T forward; grad_hidden and grad_weight matmuls backward."""
-    n, h, v = shape
-    return "TFLOP/s", {"fwd": 2, "fwd+bwd": 6}[mode] * n * h * v
-
-
-def _randn(*shape, dtype, device):
-    return torch.randn(*shape, device=device, dtype=torch.float32).to(dtype)
-
-
-EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
-             "all": [(256, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, 8192)],
-             "cpu": [(256, 512), (1024, 1024)]}
-GLU_SHAPES = {"small": [(1024, 14336)], "large": [(8192, 14336)],  # LLaMA-3 8B's MLP: 14336 wide
-              "all": [(1024, 4096), (4096, 4096), (1024, 14336), (8192, 14336)], "cpu": [(256, 1024)]}
-
-
-def _pair(sh, dt, dev):
-    return [_randn(*sh, dtype=dt, device=dev), _randn(*sh, dtype=dt, device=dev)]
-
-
-NORM_SHAPES = {"small": [(4096, 4096)], "large": [(32768, 4096)],
-               "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 8192)], "cpu": [(256, 512)]}
-
-SPECS = {
-    "relu": OpSpec("relu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
-                   lambda x: tinycuda.relu(x), torch.relu, _relu_bytes),
-    "square": OpSpec("square", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
-                     lambda x: tinycuda.square(x), torch.square, _elementwise_bytes(1, 2)),
-    "gelu": OpSpec("gelu", MODES, EW_SHAPES, lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
-                   lambda x: tinycuda.gelu(x), F.gelu, _elementwise_bytes(1, 2)),
-    "swiglu": OpSpec("swiglu", MODES, GLU_SHAPES, _pair, lambda a, b: tinycuda.swiglu(a, b),
-                     lambda a, b: F.silu(a) * b, _glu_bytes, liger=_liger("ops.swiglu", "LigerSiLUMulFunction")),
-    "geglu": OpSpec("geglu", MODES, GLU_SHAPES, _pair, lambda a, b: tinycuda.geglu(a, b),  # tanh form, as Liger's
-                    lambda a, b: F.gelu(a, approximate="tanh") * b, _glu_bytes,
-                    liger=_liger("ops.geglu", "LigerGELUMulFunction")),
-    "scale_bias_relu": OpSpec(
-        "scale_bias_relu", MODES, EW_SHAPES,
-        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), _randn(sh[-1], dtype=dt, device=dev)],
-        lambda x, b: tinycuda.scale_bias_relu(x, b, 0.5), lambda x, b: torch.relu(x * 0.5 + b), _sbr_bytes),
-    "softmax": OpSpec(
-        "softmax", MODES, {"small": [(4096, 4096)], "large": [(32768, 4096), (8192, 32768)],
-                           "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 32768)],
-                           "cpu": [(256, 512)]},
-        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
-        lambda x: tinycuda.softmax(x, -1), lambda x: torch.softmax(x, -1), _elementwise_bytes(1, 2),
-        variants={f"tinycuda[{a}]": (lambda a: lambda x: tinycuda.softmax(x, -1, algo=a))(a)
-                  for a in ("online", "registers")}),
-    # weight and bias near 1 and 0, as trained models have them; rms_norm takes
-    # LLaMA's eps=1e-6 for all three implementations (its default differs by dtype)
-    "layer_norm": OpSpec(
-        "layer_norm", MODES, NORM_SHAPES,
-        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), 1 + 0.1 * _randn(sh[-1], dtype=dt, device=dev),
-                             0.1 * _randn(sh[-1], dtype=dt, device=dev)],
-        lambda x, w, b: tinycuda.layer_norm(x, x.shape[-1:], w, b), lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
-        _norm_bytes, liger=_liger("transformers.functional", "liger_layer_norm", 1e-5)),
-    "rms_norm": OpSpec(
-        "rms_norm", MODES, NORM_SHAPES,
-        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), 1 + 0.1 * _randn(sh[-1], dtype=dt, device=dev)],
-        lambda x, w: tinycuda.rms_norm(x, x.shape[-1:], w, 1e-6), lambda x, w: F.rms_norm(x, x.shape[-1:], w, 1e-6),
-        _norm_bytes, liger=_liger("transformers.functional", "liger_rms_norm", 1e-6)),
-    "sum": OpSpec("sum", ("fwd",), {"small": [(2**20,)], "large": [(2**28,)],
-                                    "all": [(2**16,), (2**20,), (2**24,), (2**28,)], "cpu": [(2**16,), (2**20,)]},
-                  lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev)],
-                  lambda x: tinycuda.sum(x), torch.sum, lambda sh, mode, s: ("GB/s", math.prod(sh) * s)),
-    "linear": OpSpec(
-        "linear", MODES, {"small": [(1024, 1024, 1024)], "large": [(4096, 4096, 4096)],
-                          "all": [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
-                          "cpu": [(128, 256, 128), (512, 512, 512)]},
-        lambda sh, dt, dev: [_randn(sh[0], sh[2], dtype=dt, device=dev),
-                             _randn(sh[1], sh[2], dtype=dt, device=dev) / sh[2] ** 0.5,
-                             _randn(sh[1], dtype=dt, device=dev)],
-        lambda x, w, b: tinycuda.linear(x, w, b), F.linear, _linear_flops,
-        variants={f"tinycuda[{a}]": (lambda a: lambda x, w, b: tinycuda.linear(x, w, b, algo=a))(a)
-                  for a in ("naive", "tiled", "regtile")}),
-    "cross_entropy": OpSpec(
-        "cross_entropy", ("fwd", "fwd+bwd"),
-        {"small": [(4096, 32000)], "large": [(8192, 128256)],
-         "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)]},
-        lambda sh, dt, dev: [_randn(*sh, dtype=dt, device=dev), torch.randint(0, sh[1], (sh[0],), device=dev)],
-        lambda x, t: tinycuda.cross_entropy(x, t), F.cross_entropy, _cross_entropy_bytes,
-        liger=_liger("transformers.functional", "liger_cross_entropy"), loss=True),
-    "fused_linear_cross_entropy": OpSpec(
-        "fused_linear_cross_entropy", ("fwd", "fwd+bwd"),
-        {"small": [(2048, 2048, 32000)], "large": [(8192, 4096, 128256)],
-         "all": [(2048, 2048, 32000), (8192, 4096, 128256)], "cpu": [(64, 64, 1000)]},
-        lambda sh, dt, dev: [_randn(sh[0], sh[1], dtype=dt, device=dev),
-                             _randn(sh[2], sh[1], dtype=dt, device=dev) / sh[1] ** 0.5,
-                             torch.randint(0, sh[2], (sh[0],), device=dev)],
-        lambda h, w, t: tinycuda.fused_linear_cross_entropy(h, w, t), lambda h, w, t: F.cross_entropy(h @ w.T, t),
-        _flce_flops, liger=_liger("transformers.functional", "liger_fused_linear_cross_entropy"), loss=True,
-        # chunk size trades memory for time (auto: Liger's 256 tokens at the large shape)
-        variants={f"tinycuda[chunk={c}]": (lambda c: lambda h, w, t: tinycuda.fused_linear_cross_entropy(
-            h, w, t, chunk_size=c))(c) for c in (512, 1024)}, variant_modes=("fwd+bwd",)),
-}
+SPECS = {info.name: info for info in optable.OPS if info.bench is not None}
 
 
 # ---------------------------------------------------------------------------
@@ -284,24 +112,25 @@ def peak_memory_mb(device, fn):
 # ---------------------------------------------------------------------------
 # one case
 
-def _tolerance(dtype, spec):
-    """Agreement with eager required before timing: fp32 reductions of 4096+
-    terms in another order differ by ~1e-4 relative; half types by their eps."""
-    if dtype == torch.float32:
-        return 1e-3 if spec.name in ("linear", "sum", "fused_linear_cross_entropy") else 1e-5
-    return 2e-2
+def _tolerance(dtype, bench):
+    """Agreement with eager required before timing: the entry's in float32
+    (reductions of 4096+ terms in another order differ by ~1e-4 relative);
+    half types by their eps."""
+    return bench.fp32_tol if dtype == torch.float32 else 2e-2
 
 
 def _runner(fn, inputs, mode, loss=False):
     """A zero-argument callable for one mode, and its result for checking;
-    a loss's gradient is 1, other outputs' a fixed random tensor."""
+    a loss's gradient is 1, other outputs' a fixed random tensor. inputs: the
+    args, tensors (the floating ones get gradients) and other values."""
     if mode == "fwd":
         def run():
             with torch.no_grad():
                 return fn(*inputs)
         return run
-    leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
-    wrt = [t for t in leaves if t.requires_grad]
+    leaves = [t.detach().requires_grad_(t.is_floating_point()) if isinstance(t, torch.Tensor) else t
+              for t in inputs]
+    wrt = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
     if mode == "bwd":
         out = fn(*leaves)
         g = torch.ones_like(out) if loss else torch.randn_like(out)
@@ -315,18 +144,26 @@ def _as_list(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
+def _variants(info):
+    """The entry's kept kernel variants (tinycuda.variants) and its bench's own, by impl name."""
+    found = {f"tinycuda[{v}]": variants.get(info.name, v) for v in variants.names(info.name)}
+    return {**found, **info.bench.variants}
+
+
+def run_case(info, mode, shape, dtype, device, timer, impls, peaks):
+    spec = info.bench
     torch.manual_seed(0)
     inputs = spec.make(shape, dtype, device)
-    fns = {"eager": spec.torch, "tinycuda": spec.tinycuda}  # eager first: the reference
+    fns = {"eager": info.ref, "tinycuda": info.fn}  # eager first: the reference
     if "compile" in impls:
         torch._dynamo.reset()
-        fns["compile"] = torch.compile(spec.torch, fullgraph=True)
+        fns["compile"] = torch.compile(info.ref, fullgraph=True)
     if mode in spec.variant_modes and device == "cuda" and "variants" in impls:
-        fns.update(spec.variants)
+        fns.update(_variants(info))
     if spec.liger is not None and device == "cuda" and "liger" in impls and has_liger():
         fns["liger"] = spec.liger
-    unit, amount = spec.cost(shape, mode, inputs[0].element_size())
+    itemsize = next(t for t in inputs if isinstance(t, torch.Tensor)).element_size()
+    unit, amount = spec.cost(shape, mode, itemsize)
     tol = _tolerance(dtype, spec)
     rows, ref = [], None
     for name, fn in fns.items():
@@ -340,12 +177,12 @@ def run_case(spec, mode, shape, dtype, device, timer, impls, peaks):
         for o, r in zip(out, ref):  # checked before it is timed
             scale = max(1.0, r.float().abs().max().item())
             torch.testing.assert_close(o.float(), r.float(), rtol=tol, atol=tol * scale,
-                                       msg=lambda m: f"{spec.name} {mode} {shape} {name}: {m}")
+                                       msg=lambda m: f"{info.name} {mode} {shape} {name}: {m}")
         ms = timer(run)
         rate = amount / ms / 1e6 if unit == "GB/s" else amount / ms / 1e9
         peak = peaks["copy_GBps"] if unit == "GB/s" else (
             peaks["matmul_fp32_TFLOPs"] if dtype == torch.float32 else peaks["matmul_bf16_TFLOPs"])
-        rows.append(dict(op=spec.name, mode=mode, shape=list(shape), dtype=str(dtype).replace("torch.", ""),
+        rows.append(dict(op=info.name, mode=mode, shape=list(shape), dtype=str(dtype).replace("torch.", ""),
                          impl=name, ms=ms, unit=unit, rate=rate, pct_peak=100 * rate / peak,
                          extra_mb=peak_memory_mb(device, run)))
     by = {r["impl"]: r["ms"] for r in rows}
@@ -490,14 +327,14 @@ def run(args):
     modes = args.modes.split(",")
     timer = Timer(device, args.reps)
     peaks = measure_peaks(device, timer)
-    cases = [(s, m, sh) for s in (SPECS[o] for o in (args.ops or SPECS)) for m in s.modes if m in modes
-             for sh in s.shapes["cpu" if device == "cpu" else args.shapes]]
+    cases = [(info, m, sh) for info in (SPECS[o] for o in (args.ops or SPECS)) for m in info.bench.modes
+             if m in modes for sh in info.bench.shapes["cpu" if device == "cpu" else args.shapes]]
     rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task("benchmarking", total=len(cases))
-        for spec, mode, shape in cases:
-            progress.update(task, description=f"{spec.name} {mode} {'x'.join(map(str, shape))}")
-            rows += run_case(spec, mode, shape, dtype, device, timer, impls, peaks)
+        for info, mode, shape in cases:
+            progress.update(task, description=f"{info.name} {mode} {'x'.join(map(str, shape))}")
+            rows += run_case(info, mode, shape, dtype, device, timer, impls, peaks)
             progress.advance(task)
     print_table(rows, device, peaks)
     if args.json:

@@ -1,0 +1,857 @@
+"""The op table: one OpInfo per tinycuda function, the single list that the
+generic tests (tests/test_ops.py) and `tinycuda bench` read.
+
+An entry says what the op is (the tinycuda function and its torch
+reference), how to call it (sample inputs: awkward shapes, strided and
+misaligned views, every option), how close it must come (float32 rtol/atol;
+float16/bfloat16 follow the FlashAttention rule of tests/conftest.py:
+assert_matches), which generic tests apply (flags), which bad inputs must
+raise which error, and how to benchmark it. From that, tests/test_ops.py
+checks every entry on every device and dtype: against torch (outputs and
+gradients), gradcheck in float64, torch.library.opcheck of every
+torch.ops.tinycuda op that the samples reach (backward ops included),
+torch.compile(fullgraph=True), CUDA-graph replay, tinycuda.capi bit for bit
+against the torch op, and the error messages. A new op family adds one entry
+here; tests/test_<family>.py keeps only what is particular to the family.
+
+Importing this module loads the kernels (tinycuda.ops) and nothing else:
+no pytest, no NumPy.
+"""
+import importlib
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+import tinycuda.ops as ops
+
+MODES = ("fwd", "bwd", "fwd+bwd")
+
+
+# ---------------------------------------------------------------------------
+# the records
+
+@dataclass
+class Sample:
+    """One call, fn(*args, **kwargs), the same for tinycuda and torch.
+
+    grad: the indices of the args that get a gradient; None: every
+    floating-point tensor; (): none (a forward-only case). grad_out: the
+    layout of the random grad_out fed to the backward (see `view`)."""
+    name: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    grad: tuple = None
+    grad_out: str = "contig"
+
+    def needs_grad(self, i):
+        t = self.args[i]
+        return isinstance(t, torch.Tensor) and t.is_floating_point() and (self.grad is None or i in self.grad)
+
+
+@dataclass
+class ErrorCase:
+    """fn(*args, **kwargs) raises `exc` with a message matching `match`, which
+    names the op (tinycuda::<op>) and the offending argument."""
+    match: str
+    fn: callable
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    exc: type = RuntimeError
+
+
+@dataclass
+class Bench:
+    """What `tinycuda bench` times: the entry's fn against its ref (eager and
+    torch.compile), on args = make(shape, dtype, device).
+
+    shapes: "small"/"large"/"all"/"cpu" -> shapes; cost(shape, mode, itemsize)
+    -> ("GB/s", bytes) or ("TFLOP/s", flops); liger: args -> output through
+    Liger-Kernel, if it has the op; variants: extra named callables besides
+    tinycuda.variants' (which the bench adds itself), run in variant_modes;
+    fp32_tol: agreement with eager required before timing, in float32."""
+    shapes: dict
+    make: callable
+    cost: callable
+    modes: tuple = MODES
+    liger: callable = None
+    loss: bool = False               # fwd+bwd backpropagates 1, as loss.backward()
+    variants: dict = field(default_factory=dict)
+    variant_modes: tuple = ("fwd",)
+    fp32_tol: float = 1e-5
+
+
+@dataclass
+class OpInfo:
+    name: str
+    fn: callable                     # the tinycuda function (tinycuda.<name>)
+    ref: callable                    # torch's, same arguments
+    samples: callable                # (device, dtype) -> iterable of Sample
+    rtol: float = 1e-5               # float32 against the float64 reference
+    atol: float = 1e-5
+    grad_rtol: float = None          # float32 gradients (default: rtol, atol)
+    grad_atol: float = None
+    differentiable: bool = True      # compare gradients too
+    gradcheck: bool = True           # torch.autograd.gradcheck in float64 (small samples)
+    compile: bool = True             # torch.compile(fullgraph=True)
+    cuda_graph: bool = True          # forward + backward captured in one CUDA graph and replayed
+    racecheck: bool = False          # runs shared-memory kernels: `make sanitize` racechecks it
+    capi: bool = True                # tinycuda.capi has its ops (bit for bit against the torch ops)
+    backward_once: bool = False      # the saved gradient is scaled in place: one backward per graph
+    # opcheck test_utils for calls of one torch op whose inputs require grad,
+    # where not all of them apply (why: at the entry)
+    opcheck_utils: dict = field(default_factory=dict)
+    errors: callable = None          # () -> iterable of ErrorCase, on the CPU
+    cuda_errors: callable = None     # () -> iterable of ErrorCase, on a GPU
+    bench: Bench = None
+
+
+# ---------------------------------------------------------------------------
+# sample helpers
+
+def randn(shape, device, dtype, scale=1.0, shift=0.0):
+    """Fresh standard-normal values (drawn in float32, then rounded to dtype)."""
+    return (scale * torch.randn(shape, device=device) + shift).to(dtype)
+
+
+def view(t, layout):
+    """t's values in a memory layout: 'contig'; 'strided' (every other element
+    of a tensor twice as wide in the last dim); 'offset' (flat, one element
+    past an aligned start: off the 16-byte grid, the scalar paths on CUDA)."""
+    if layout == "contig" or t.dim() == 0 or t.numel() == 0:
+        return t
+    if layout == "strided":
+        wide = torch.empty((*t.shape[:-1], 2 * t.shape[-1]), dtype=t.dtype, device=t.device)
+        wide[..., ::2] = t
+        return wide[..., ::2]
+    assert layout == "offset", layout
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    flat[1:] = t.reshape(-1)
+    return flat[1:].view(t.shape)
+
+
+def noncontiguous(t):
+    return view(t, "strided")
+
+
+def targets(rows, classes, device, ignore_index=-100, ignored=(1,)):
+    """Random class indices, with ignore_index at the rows `ignored`."""
+    t = torch.randint(0, classes, (rows,), device=device)
+    for r in ignored:
+        if r < rows:
+            t[r] = ignore_index
+    return t
+
+
+def _layouts(make, name, layouts=("contig", "strided")):
+    """Samples of make(layout) -> (args, kwargs, grad) for each layout; grad_out takes the same layout."""
+    for layout in layouts:
+        args, kwargs = make(layout)
+        yield Sample(f"{name}-{layout}", args, kwargs, grad_out=layout)
+
+
+def _shape_id(shape):
+    return "x".join(map(str, shape)) or "scalar"
+
+
+# ---------------------------------------------------------------------------
+# elementwise: relu, relu_backward, square, gelu, swiglu, geglu
+
+ELEMENTWISE_SHAPES = [(0,), (1,), (7,), (33,), (1000,), (4097,), (3, 0), (5, 33), (2, 3, 4097), ()]
+
+
+def _unary(scale=1.0, kwargs=({},)):
+    def samples(device, dtype):
+        for kw in kwargs:
+            tag = "-".join(f"{v}" for v in kw.values())
+            for shape in ELEMENTWISE_SHAPES:
+                x = randn(shape, device, dtype, scale)
+                yield from _layouts(lambda lay: ((view(x, lay),), kw), f"{_shape_id(shape)}{tag and '-' + tag}")
+            # n % 4 != 0 at a 4-byte offset: the scalar path on CUDA
+            x = randn(4097, device, dtype, scale)
+            yield Sample(f"4097-offset{tag and '-' + tag}", (view(x, "offset"),), kw, grad_out="offset")
+    return samples
+
+
+def _relu_backward_samples(device, dtype):
+    for shape in ELEMENTWISE_SHAPES:
+        g, x = randn(shape, device, dtype), randn(shape, device, dtype)
+        for layout in ("contig", "strided", "offset"):  # grad_out in the layout, x contiguous
+            yield Sample(f"{_shape_id(shape)}-{layout}", (view(g, layout), x), grad=())
+
+
+def _pair_samples(kwargs=({},)):
+    """a (3 x randn) and b; both strided, a alone strided, and 4-byte offsets of
+    a, b or grad_out (the scalar path on CUDA, n % 4 != 0)."""
+    def samples(device, dtype):
+        for kw in kwargs:
+            tag = "".join(f"-{v}" for v in kw.values())
+            for shape in ELEMENTWISE_SHAPES:
+                a, b = randn(shape, device, dtype, 3), randn(shape, device, dtype)
+                sid = _shape_id(shape) + tag
+                yield Sample(f"{sid}-contig", (a, b), kw)
+                yield Sample(f"{sid}-strided", (view(a, "strided"), view(b, "strided")), kw, grad_out="strided")
+                yield Sample(f"{sid}-a_strided", (view(a, "strided"), b), kw)
+            a, b = randn(4097, device, dtype, 3), randn(4097, device, dtype)
+            for oa, ob, og in ((1, 1, 1), (0, 1, 0), (0, 0, 1)):
+                lay = ("contig", "offset")
+                yield Sample(f"4097-offsets{oa}{ob}{og}{tag}", (view(a, lay[oa]), view(b, lay[ob])), kw,
+                             grad_out=lay[og])
+            if dtype == torch.float32:  # a gradient for a alone
+                yield Sample(f"5x9-grad_a{tag}", (randn((5, 9), device, dtype), randn((5, 9), device, dtype)), kw,
+                             grad=(0,))
+    return samples
+
+
+def _swiglu_ref(a, b):
+    return F.silu(a) * b
+
+
+def _geglu_ref(a, b, approximate="tanh"):
+    return F.gelu(a, approximate=approximate) * b
+
+
+def _relu_backward_ref(grad_out, x):
+    return torch.where(x > 0, grad_out, torch.zeros_like(grad_out))
+
+
+def _not_float(name, fn, arg="x", got="Long", make=lambda: torch.arange(4)):
+    return ErrorCase(rf"tinycuda::{name}: {arg} must be float32.*got {got}", fn, (make(),))
+
+
+def _relu_errors():
+    mask_bwd = torch.ops.tinycuda.relu_mask_backward
+    return [
+        _not_float("relu", ops.relu),
+        ErrorCase(r"tinycuda::relu_mask_backward: mask must have shape \[2\]", mask_bwd,
+                  (torch.randn(9), torch.zeros(1, dtype=torch.uint8))),
+        ErrorCase(r"tinycuda::relu_mask_backward: mask must be a uint8 tensor", mask_bwd,
+                  (torch.randn(9), torch.zeros(2))),
+    ]
+
+
+def _relu_backward_errors():
+    return [
+        ErrorCase(r"tinycuda::relu_backward: x has dtype Double but grad_out has dtype Float", ops.relu_backward,
+                  (torch.randn(3), torch.randn(3, dtype=torch.float64))),
+        ErrorCase(r"tinycuda::relu_backward: grad_out has shape \[3\] but x has shape \[4\]", ops.relu_backward,
+                  (torch.randn(3), torch.randn(4))),
+    ]
+
+
+def _square_errors():
+    return [
+        _not_float("square", ops.square, got="Int", make=lambda: torch.ones(3, dtype=torch.int32)),
+        ErrorCase(r"tinycuda::square_backward: grad_out has shape", torch.ops.tinycuda.square_backward,
+                  (torch.randn(2, 3), torch.randn(3, 2))),
+    ]
+
+
+def _gelu_errors():
+    bwd, meta = torch.ops.tinycuda.gelu_backward, torch.empty(3, device="meta")
+    approx = r"approximate must be 'none' or 'tanh', got"
+    return [
+        _not_float("gelu", ops.gelu),
+        ErrorCase(rf"tinycuda::gelu: {approx} 'erf'", ops.gelu, (torch.randn(3), "erf")),
+        ErrorCase(rf"tinycuda::gelu_backward: {approx} 'x'", bwd, (torch.randn(3), torch.randn(3), "x")),
+        ErrorCase(r"tinycuda::gelu_backward: grad_out has shape \[3\] but x has shape \[4\]", bwd,
+                  (torch.randn(3), torch.randn(4))),
+        ErrorCase(r"tinycuda::gelu_backward: x has dtype Double but grad_out has dtype Float", bwd,
+                  (torch.randn(3), torch.randn(3, dtype=torch.float64))),
+        # the fake kernels (torch.compile, meta tensors) check the same
+        ErrorCase(rf"tinycuda::gelu: {approx} 'erf'", ops.gelu, (meta, "erf")),
+        ErrorCase(r"tinycuda::gelu_backward: grad_out and x must have the same shape", bwd,
+                  (meta, torch.empty(4, device="meta"))),
+    ]
+
+
+def _swiglu_errors():
+    a, bwd, meta = torch.randn(3, 4), torch.ops.tinycuda.swiglu_backward, torch.empty(3, 4, device="meta")
+    return [
+        ErrorCase(r"tinycuda::swiglu: a must be float32.*got Long", ops.swiglu, (torch.arange(4), torch.arange(4))),
+        ErrorCase(r"tinycuda::swiglu: a has shape \[3, 4\] but b has shape \[4, 3\]", ops.swiglu,
+                  (a, torch.randn(4, 3))),
+        ErrorCase(r"tinycuda::swiglu_backward: grad_out has shape \[3\] but a has shape \[3, 4\]", bwd,
+                  (torch.randn(3), a, a)),
+        ErrorCase(r"tinycuda::swiglu_backward: a has shape \[3, 4\] but b has shape \[4\]", bwd,
+                  (a, a, torch.randn(4))),
+        ErrorCase(r"tinycuda::swiglu: a has shape \[3, 4\] but b has shape \[4\]", ops.swiglu,
+                  (meta, torch.empty(4, device="meta"))),
+    ]
+
+
+def _geglu_errors():
+    a, meta = torch.randn(3, 4), torch.empty(3, 4, device="meta")
+    approx = r"approximate must be 'none' or 'tanh'"
+    return [
+        ErrorCase(r"tinycuda::geglu: b has dtype Half but a has dtype Float", ops.geglu, (a, a.half())),
+        ErrorCase(rf"tinycuda::geglu: {approx}, got 'erf'", ops.geglu, (a, a, "erf")),
+        ErrorCase(rf"tinycuda::geglu_backward: {approx}", torch.ops.tinycuda.geglu_backward, (a, a, a, "sigmoid")),
+        ErrorCase(rf"tinycuda::geglu: {approx}, got 'erf'", ops.geglu, (meta, meta, "erf")),
+        ErrorCase(r"tinycuda::geglu: a has dtype torch.float32 but b has dtype torch.float16", ops.geglu,
+                  (meta, meta.half())),
+    ]
+
+
+def _swiglu_cuda_errors():
+    return [ErrorCase(r"tinycuda::swiglu: b is on cpu but a is on cuda:0", ops.swiglu,
+                      (torch.randn(3, device="cuda"), torch.randn(3)))]
+
+
+# ---------------------------------------------------------------------------
+# scale_bias_relu, softmax, sum, linear
+
+SBR_SHAPES = [(0, 5), (1, 1), (7, 3), (33, 7), (1000, 33), (3, 4097), (2, 3, 129), (4, 0), (9,)]
+
+
+def _scale_bias_relu_samples(device, dtype):
+    for shape in SBR_SHAPES:
+        for scale in (0.5, -1.25):
+            x, b = randn(shape, device, dtype), randn(shape[-1], device, dtype)
+            yield from _layouts(lambda lay: ((view(x, lay), view(b, lay), scale), {}),
+                                f"{_shape_id(shape)}-scale{scale}")
+    x, b = randn((6, 13), device, dtype), randn(13, device, dtype)
+    yield Sample("6x13-grad_x", (x, b, 0.7), grad=(0,))
+    yield Sample("6x13-grad_bias", (x, b, 0.7), grad=(1,))
+
+
+def _softmax_ref(x, dim=-1):
+    return torch.softmax(x, dim)
+
+
+def _log_softmax_ref(x, dim=-1):
+    return torch.log_softmax(x, dim)
+
+
+def _scale_bias_relu_ref(x, bias, scale=1.0):
+    return torch.relu(x * scale + bias)
+
+
+def _scale_bias_relu_errors():
+    f = ops.scale_bias_relu
+    return [
+        ErrorCase(r"tinycuda::scale_bias_relu: bias must have shape \[5\]", f, (torch.randn(3, 5), torch.randn(4), 1.0)),
+        ErrorCase(r"tinycuda::scale_bias_relu: bias has dtype Half", f,
+                  (torch.randn(3, 5), torch.randn(5, dtype=torch.half), 1.0)),
+        ErrorCase(r"tinycuda::scale_bias_relu: x must be float32.*Long", f,
+                  (torch.ones(3, 5, dtype=torch.long), torch.randn(5), 1.0)),
+        ErrorCase(r"tinycuda::scale_bias_relu: x must have at least 1 dim", f, (torch.tensor(1.0), torch.randn(1), 1.0)),
+    ]
+
+
+SOFTMAX_CASES = [  # (shape, dim)
+    ((1, 1), -1), ((7, 1), -1), ((3, 7), -1), ((5, 33), 1), ((4, 1023), -1), ((3, 1025), -1),
+    ((2, 4097), -1), ((33, 5), 0), ((2, 3, 17), 1), ((0, 7), -1), ((4, 0), -1), ((9,), 0), ((), 0),
+]
+
+
+def _softmax_samples(device, dtype):
+    for shape, dim in SOFTMAX_CASES:
+        x = randn(shape, device, dtype, 3)
+        yield from _layouts(lambda lay: ((view(x, lay), dim), {}), f"{_shape_id(shape)}-dim{dim}")
+    yield Sample("3x5x4-default_dim", (randn((3, 5, 4), device, dtype, 3),))
+
+
+def _softmax_errors():
+    return [
+        ErrorCase(r"tinycuda::softmax: dim 2 is out of range for a tensor of 2 dims", ops.softmax,
+                  (torch.randn(3, 4), 2)),
+        ErrorCase(r"tinycuda::softmax_backward: grad_out has shape", torch.ops.tinycuda.softmax_backward,
+                  (torch.randn(3), torch.randn(4), -1, False)),
+    ]
+
+
+def _log_softmax_errors():
+    return [_not_float("log_softmax", ops.log_softmax, make=lambda: torch.ones(3, dtype=torch.long))]
+
+
+SUM_CASES = [  # (shape, dim)
+    ((0,), None), ((1,), None), ((7,), None), ((4097,), None), ((100003,), None), ((3, 0), None),
+    ((), None), ((), 0), ((5, 33), 0), ((5, 33), 1), ((5, 33), -1), ((2, 3, 4097), 1),
+    ((2, 3, 4097), 2), ((1000, 7), 0), ((4, 0, 3), 1), ((4, 0, 3), 0), ((33, 1, 65), 1),
+    ((20000, 3), 0), ((3, 70001), 1),
+]
+
+
+def _sum_samples(device, dtype):
+    for shape, dim in SUM_CASES:
+        x = randn(shape, device, dtype)
+        for keepdim in (False, True):
+            yield from _layouts(lambda lay: ((view(x, lay), dim, keepdim), {}),
+                                f"{_shape_id(shape)}-dim{dim}-keepdim{keepdim}")
+
+
+def _sum_ref(x, dim=None, keepdim=False):
+    if dim is not None:
+        return torch.sum(x, dim, keepdim)
+    return torch.sum(x).reshape((1,) * x.dim()) if keepdim else torch.sum(x)
+
+
+def _sum_errors():
+    return [
+        ErrorCase(r"tinycuda::sum: dim 2 is out of range for a tensor of 2 dims", ops.sum, (torch.randn(3, 4), 2)),
+        _not_float("sum", ops.sum, got="Bool", make=lambda: torch.ones(3, dtype=torch.bool)),
+        ErrorCase(r"tinycuda::sum_backward: grad_out must have shape \[4\]", torch.ops.tinycuda.sum_backward,
+                  (torch.randn(3), [3, 4], 0, False)),
+    ]
+
+
+LINEAR_CASES = [  # (batch shape, in_features, out_features)
+    ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
+    ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
+    ((12, 11), 64, 36),  # every extent a multiple of 4: the vectorized CUDA tile loads
+]
+
+
+def _linear_samples(device, dtype):
+    for batch, k, n in LINEAR_CASES:
+        x, w = randn((*batch, k), device, dtype), randn((n, k), device, dtype, 1 / max(k, 1) ** 0.5)
+        b = randn(n, device, dtype)
+        for bias in (True, False):
+            yield from _layouts(lambda lay: ((view(x, lay), view(w, lay)) + ((b,) if bias else ()), {}),
+                                f"{_shape_id(batch)}-{k}-{n}-{'bias' if bias else 'nobias'}")
+    x, w, b = randn((2, 3, 7), device, dtype), randn((5, 7), device, dtype), randn(5, device, dtype)
+    yield Sample("2x3x7-5-grad_weight", (x, w, b), grad=(1,))
+    yield Sample("2x3x7-5-grad_x_bias", (x, w, b), grad=(0, 2))
+
+
+def _linear_errors():
+    x, w = torch.randn(4, 5), torch.randn(3, 5)
+    f = ops.linear
+    return [
+        ErrorCase(r"tinycuda::linear: x's last dim \(6\) must equal weight's in_features \(5\)", f,
+                  (torch.randn(4, 6), w)),
+        ErrorCase(r"tinycuda::linear: weight must be 2-D", f, (x, torch.randn(5))),
+        ErrorCase(r"tinycuda::linear: bias must have shape \[3\]", f, (x, w, torch.randn(4))),
+        ErrorCase(r"tinycuda::linear: weight has dtype BFloat16 but x has dtype Float", f, (x, w.bfloat16())),
+        ErrorCase(r"tinycuda::linear: x must be float32.*Long", f, (x.long(), w.long())),
+    ]
+
+
+def _linear_cuda_errors():
+    return [ErrorCase(r"tinycuda::linear: weight is on cpu but x is on cuda", ops.linear,
+                      (torch.randn(4, 5, device="cuda"), torch.randn(3, 5)))]
+
+
+# ---------------------------------------------------------------------------
+# layer_norm, rms_norm
+
+# (x shape, normalized_shape). On CUDA: 16-byte vectors with the row in
+# registers (1024, 8192 and the many-row shapes), single elements in registers
+# (odd widths up to 4096), the loop path for longer rows (10000: vectors;
+# 4097: single elements); one and several row groups a block; empty tensors.
+NORM_CASES = [
+    ((0, 5), (5,)), ((4, 0), (0,)), ((1, 1), (1,)), ((7, 3), (3,)), ((5, 33), (33,)), ((4, 1023), (1023,)),
+    ((3, 1024), (1024,)), ((2, 4097), (4097,)), ((2, 8192), (8192,)), ((2, 10000), (10000,)),
+    ((2, 3, 4, 5), (4, 5)), ((9,), (9,)), ((100, 2048), (2048,)), ((300, 64), (64,)),
+]
+
+
+def _norm_x(shape, device, dtype):
+    return randn(shape, device, dtype, 2, 0.5)
+
+
+def _misaligned_rows(device, dtype):
+    """33 rows of 64 starting one element past the 16-byte grid: the single-element path on CUDA."""
+    return view(randn((33, 64), device, dtype), "offset")
+
+
+def _layer_norm_samples(device, dtype):
+    for shape, ns in NORM_CASES:
+        x = _norm_x(shape, device, dtype)
+        w, b = randn(ns, device, dtype, 0.5, 1), randn(ns, device, dtype)
+        for affine in ("weight+bias", "weight", "bias", "none"):
+            wa, ba = (w if "weight" in affine else None), (b if "bias" in affine else None)
+            yield from _layouts(lambda lay: ((view(x, lay), ns, wa if wa is None else view(wa, lay),
+                                              ba if ba is None else view(ba, lay)), {}),
+                                f"{_shape_id(shape)}-{affine}")
+    w, b = randn(64, device, dtype), randn(64, device, dtype)
+    yield Sample("33x64-misaligned", (_misaligned_rows(device, dtype), (64,), w, b))
+    x = _norm_x((3, 4, 5), device, dtype)
+    yield Sample("3x4x5-int_shape-eps0.1", (x, 5), {"eps": 0.1})
+    w, b = randn((4, 5), device, dtype, 0.5, 1), randn((4, 5), device, dtype)
+    yield Sample("3x4x5-grad_x", (x, (4, 5), w, b), grad=(0,))
+    yield Sample("3x4x5-grad_weight_bias", (x, (4, 5), w, b), grad=(2, 3))
+
+
+def _shape(normalized_shape):
+    """torch's F.layer_norm and F.rms_norm want a sequence; tinycuda takes an int too."""
+    return (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+
+
+def _layer_norm_ref(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return F.layer_norm(x, _shape(normalized_shape), weight, bias, eps)
+
+
+def _rms_norm_ref(x, normalized_shape, weight=None, eps=None):
+    return F.rms_norm(x, _shape(normalized_shape), weight, eps)
+
+
+def _layer_norm_errors():
+    x, f = torch.randn(3, 4), ops.layer_norm
+    y, mean, rstd = torch.ops.tinycuda.layer_norm(x, [4], None, None, 1e-5)
+    bwd, mask = torch.ops.tinycuda.layer_norm_backward, [True, False, False]
+    return [
+        ErrorCase(r"tinycuda::layer_norm: normalized_shape \[5\] must equal the last dims of x, whose shape is "
+                  r"\[3, 4\]", f, (x, 5)),
+        ErrorCase(r"tinycuda::layer_norm: normalized_shape must have at least 1 dim", f, (x, ())),
+        ErrorCase(r"tinycuda::layer_norm: weight must have shape \[4\] \(normalized_shape\), got \[3\]", f,
+                  (x, 4, torch.randn(3))),
+        ErrorCase(r"tinycuda::layer_norm: bias has dtype Half but x has dtype Float", f,
+                  (x, 4, None, torch.randn(4, dtype=torch.half))),
+        ErrorCase(r"tinycuda::layer_norm: x must be float32.*Long", f, (torch.ones(3, 4, dtype=torch.long), 4)),
+        ErrorCase(r"tinycuda::layer_norm_backward: grad_out has shape \[3, 5\]", bwd,
+                  (torch.randn(3, 5), x, [4], mean, rstd, None, mask)),
+        ErrorCase(r"tinycuda::layer_norm_backward: mean must be Float for x of dtype Float, got Double", bwd,
+                  (y, x, [4], mean.double(), rstd, None, mask)),
+        ErrorCase(r"tinycuda::layer_norm_backward: rstd must have 3 elements \(one per row\), got 2", bwd,
+                  (y, x, [4], mean, rstd[:2], None, mask)),
+    ]
+
+
+# One column is degenerate for rms_norm: y = sign(x) * w, and grad_x is pure
+# cancellation (rstd * wg * eps / (x^2 + eps)), so the half-precision rule
+# would compare rounding noise; two columns instead.
+RMS_NORM_CASES = [((1, 2), (2,)) if case == ((1, 1), (1,)) else case for case in NORM_CASES]
+
+
+def _rms_norm_samples(device, dtype):
+    # An explicit eps: torch's default depends on the dtype, so the float64
+    # reference would use another one (the default: one sample, where the
+    # difference, 1e-7 of mean(x^2) ~ 1, is below every tolerance).
+    for shape, ns in RMS_NORM_CASES:
+        x, w = _norm_x(shape, device, dtype), randn(ns, device, dtype, 0.5, 1)
+        for weight in (True, False):
+            yield from _layouts(lambda lay: ((view(x, lay), ns, view(w, lay) if weight else None, 1e-6), {}),
+                                f"{_shape_id(shape)}-{'weight' if weight else 'no_weight'}")
+    yield Sample("33x64-misaligned", (_misaligned_rows(device, dtype), (64,), randn(64, device, dtype), 1e-6))
+    x, w = _norm_x((3, 4, 5), device, dtype), randn((4, 5), device, dtype, 0.5, 1)
+    yield Sample("3x4x5-int_shape-eps0.1", (x, 5), {"eps": 0.1})
+    yield Sample("3x4x5-default_eps", (x, (4, 5), w))
+    yield Sample("3x4x5-grad_x", (x, (4, 5), w, 1e-6), grad=(0,))
+    yield Sample("3x4x5-grad_weight", (x, (4, 5), w, 1e-6), grad=(2,))
+
+
+def _rms_norm_errors():
+    x, f = torch.randn(3, 4), ops.rms_norm
+    y, rstd = torch.ops.tinycuda.rms_norm(x, [4], None, None)
+    bwd = torch.ops.tinycuda.rms_norm_backward
+    return [
+        ErrorCase(r"tinycuda::rms_norm: normalized_shape \[2, 4\] must equal the last dims of x, whose shape is "
+                  r"\[3, 4\]", f, (x, (2, 4))),
+        ErrorCase(r"tinycuda::rms_norm: weight must have shape \[4\] \(normalized_shape\), got \[1, 4\]", f,
+                  (x, 4, torch.randn(1, 4))),
+        ErrorCase(r"tinycuda::rms_norm: weight has dtype BFloat16 but x has dtype Float", f,
+                  (x, 4, torch.randn(4, dtype=torch.bfloat16))),
+        ErrorCase(r"tinycuda::rms_norm_backward: rstd must be Float for x of dtype Float, got Half", bwd,
+                  (y, x, [4], rstd.half(), None, [True, False])),
+        ErrorCase(r"tinycuda::rms_norm_backward: x has dtype Double but grad_out has dtype Float", bwd,
+                  (y, x.double(), [4], rstd, None, [True, False])),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# cross_entropy, fused_linear_cross_entropy
+
+CE_SHAPES = [(1, 1), (5, 1), (3, 7), (33, 5), (4, 1023), (3, 1025), (3, 4097), (2, 8193), (2, 32000),
+             (2, 50257), (1, 128256)]
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _cross_entropy_samples(device, dtype):
+    for shape in CE_SHAPES:
+        x, t = randn(shape, device, dtype, 3), targets(*shape, device)
+        for red in REDUCTIONS:
+            yield Sample(f"{_shape_id(shape)}-{red}", (x, t), {"reduction": red})
+    for shape in ((9, 7), (3, 4097), (2, 50257)):
+        x, t = randn(shape, device, dtype, 3), targets(*shape, device, ignored=(0,))
+        for red in REDUCTIONS:
+            for eps in (0.1, 1.0):
+                yield Sample(f"{_shape_id(shape)}-{red}-smoothing{eps}", (x, t),
+                             {"reduction": red, "label_smoothing": eps})
+    for shape in ((6, 33), (4, 4097)):  # strided logits; 3, an in-range class, is the ignore_index
+        x, t = randn(shape, device, dtype, 3), targets(*shape, device, ignore_index=3, ignored=(0, 2))
+        t[1] = 4
+        for red in REDUCTIONS:
+            yield Sample(f"{_shape_id(shape)}-strided-ignore3-{red}", (view(x, "strided"), t),
+                         {"ignore_index": 3, "reduction": red, "label_smoothing": 0.2}, grad_out="strided")
+    x, t = randn(11, device, dtype, 3), torch.tensor(4, device=device)  # 1-D logits, a 0-dim target
+    for red in REDUCTIONS:
+        yield Sample(f"11-one_dim-{red}", (x, t), {"reduction": red})
+
+
+def _cross_entropy_errors():
+    x, t, f = torch.randn(3, 4), torch.tensor([0, 1, 2]), ops.cross_entropy
+    ce = "tinycuda::cross_entropy"
+    return [
+        ErrorCase(rf"{ce}: target must be int64 class indices, got Int", f, (x, t.int())),
+        ErrorCase(rf"{ce}: target must have shape \[3\] \(logits's rows\), got \[2\]", f, (x, t[:2])),
+        ErrorCase(rf"{ce}: reduction must be 'mean', 'sum' or 'none', got 'avg'", f, (x, t), {"reduction": "avg"}),
+        ErrorCase(rf"{ce}: label_smoothing must be in \[0, 1\], got 1.5", f, (x, t), {"label_smoothing": 1.5}),
+        ErrorCase(rf"{ce}: logits must be 2-D \[rows, classes\]", f, (torch.randn(2, 3, 4), t)),
+        ErrorCase(rf"{ce}: logits must be float32.*Long", f, (torch.ones(3, 4, dtype=torch.long), t)),
+        ErrorCase(rf"{ce}_backward: grad_loss must be 0-dim or have shape \[3\]",
+                  torch.ops.tinycuda.cross_entropy_backward, (torch.randn(3, 4), torch.randn(4))),
+        ErrorCase(rf"{ce}_backward: grad_logits must be contiguous", torch.ops.tinycuda.cross_entropy_backward,
+                  (torch.randn(4, 3).t(), torch.tensor(2.0))),
+        # the raw op is differentiable only when it ran with compute_grad
+        ErrorCase(rf"{ce}: the forward ran with compute_grad=False",
+                  lambda *a: torch.ops.tinycuda.cross_entropy(*a)[0].backward(), (x.clone().requires_grad_(), t)),
+        # out of range targets: an error naming the row on the CPU (a NaN row on CUDA)
+        ErrorCase(rf"{ce}: cross_entropy: target 7 at row 3 is out of range \[0, 5\)", f,
+                  (torch.randn(5, 5), torch.tensor([0, 1, 2, 7, 4]))),
+        ErrorCase(rf"{ce}: cross_entropy: target -3 at row 0 is out of range", f,
+                  (torch.randn(5, 5), torch.tensor([-3, 0, 0, 0, 0]))),
+    ]
+
+
+def flce_inputs(n, h, v, device, dtype, bias=False, ignored=(1,)):
+    hidden, weight = randn((n, h), device, dtype), randn((v, h), device, dtype, 1 / h**0.5)
+    return hidden, weight, targets(n, v, device, ignored=ignored), (randn(v, device, dtype) if bias else None)
+
+
+# (tokens, hidden, classes, chunk_size): chunks that do not divide the tokens,
+# a single chunk, one-token chunks, Liger's automatic size (0).
+FLCE_CASES = [(37, 24, 50, 8), (37, 24, 50, 0), (5, 16, 7, 1), (16, 8, 1023, 5), (9, 32, 4097, 4), (64, 40, 300, 64)]
+
+
+def _flce_samples(device, dtype):
+    for n, h, v, chunk in FLCE_CASES:
+        for bias in (False, True):
+            hid, w, t, b = flce_inputs(n, h, v, device, dtype, bias)
+            for red in ("mean", "sum"):
+                yield Sample(f"{n}-{h}-{v}-chunk{chunk}-{red}-{'bias' if bias else 'nobias'}",
+                             (hid, w, t) + ((b,) if bias else ()), {"reduction": red, "chunk_size": chunk})
+    # grad_weight adds one rounding per chunk (bf16/fp16 accumulation): the
+    # 3x-torch rule must still hold with 16 to 86 chunks
+    hid, w, t, _ = flce_inputs(256, 32, 300, device, dtype, ignored=(0, 100))
+    for chunk in (3, 16):
+        yield Sample(f"256-32-300-chunk{chunk}", (hid, w, t), {"chunk_size": chunk})
+    hid, w, t, b = flce_inputs(21, 16, 130, device, dtype, bias=True, ignored=())
+    t[[0, 4]] = 7  # 7 is the ignore_index: an in-range class
+    yield Sample("21-16-130-strided-ignore7-smoothing0.2", (view(hid, "strided"), w, t, b),
+                 {"ignore_index": 7, "label_smoothing": 0.2, "chunk_size": 4})
+    hid, w, t, b = flce_inputs(7, 5, 9, device, dtype, bias=True)
+    yield Sample("7-5-9-smoothing0.3", (hid, w, t, b), {"label_smoothing": 0.3})
+    yield Sample("7-5-9-sum-grad_hidden", (hid, w, t, b), {"reduction": "sum", "chunk_size": 3}, grad=(0,))
+    # reduction='none' has a loss per row but no gradient (grad_weight sums the rows in the forward)
+    hid, w, t, _ = flce_inputs(13, 8, 20, device, dtype)
+    yield Sample("13-8-20-none-no_grad", (hid, w, t), {"reduction": "none", "chunk_size": 4}, grad=())
+
+
+def _flce_ref(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+              chunk_size=0):
+    return F.cross_entropy(F.linear(hidden, weight, bias), target, ignore_index=ignore_index, reduction=reduction,
+                           label_smoothing=label_smoothing)
+
+
+def _flce_errors():
+    hidden, weight, target, b = flce_inputs(4, 6, 10, "cpu", torch.float32, bias=True)
+    f, name = ops.fused_linear_cross_entropy, "tinycuda::fused_linear_cross_entropy"
+    h, w, t, _ = flce_inputs(10, 4, 6, "cpu", torch.float32, ignored=())
+    t[7] = 6
+    return [
+        ErrorCase(rf"{name}: weight must be 2-D \[classes, 6\] \(hidden's last dim\)", f,
+                  (hidden, weight[:, :5], target)),
+        ErrorCase(rf"{name}: bias must have shape \[10\] \(weight's rows\), got \[9\]", f,
+                  (hidden, weight, target, b[:9])),
+        ErrorCase(rf"{name}: weight has dtype Double but hidden has dtype Float", f,
+                  (hidden, weight.double(), target)),
+        ErrorCase(rf"{name}: target must have shape \[4\] \(hidden's rows\)", f, (hidden, weight, target[:3])),
+        ErrorCase(rf"{name}: chunk_size must be >= 0", f, (hidden, weight, target), {"chunk_size": -1}),
+        ErrorCase(rf"{name}: hidden must be 2-D", f, (hidden[None], weight, target)),
+        ErrorCase(rf"{name}: reduction='none' has no gradient", f,
+                  (hidden.detach().requires_grad_(), weight, target), {"reduction": "none"}),
+        ErrorCase(rf"{name}: target 6 at row 7 is out of range \[0, 6\)", f, (h, w, t), {"chunk_size": 3}),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# bench: shapes, inputs, costs
+
+def _elementwise_bytes(reads_fwd, reads_bwd):
+    def cost(shape, mode, s):
+        n = math.prod(shape)
+        per = {"fwd": reads_fwd + 1, "bwd": reads_bwd + 1, "fwd+bwd": reads_fwd + reads_bwd + 2}[mode]
+        return "GB/s", per * n * s
+    return cost
+
+
+def _relu_bytes(shape, mode, s):
+    """relu needs only the sign of x for its backward: 1 bit (tinycuda's
+    bitmask). fwd without grad: 2ns; with grad add the n/8-byte mask."""
+    n = math.prod(shape)
+    return "GB/s", {"fwd": 2 * n * s, "bwd": 2 * n * s + n // 8, "fwd+bwd": 4 * n * s + n // 4}[mode]
+
+
+def _sbr_bytes(shape, mode, s):
+    n, c = math.prod(shape), shape[-1]
+    return "GB/s", {"fwd": 2 * n * s + c * s, "bwd": 3 * n * s + c * s,
+                    "fwd+bwd": 5 * n * s + 2 * c * s}[mode]
+
+
+def _glu_bytes(shape, mode, s):
+    """a, b -> y forward; grad_y, a, b -> grad_a, grad_b backward (nothing saved)."""
+    return "GB/s", {"fwd": 3, "bwd": 5, "fwd+bwd": 8}[mode] * math.prod(shape) * s
+
+
+def _norm_bytes(shape, mode, s):
+    """fwd reads x and writes y; bwd reads x and grad_y and writes grad_x
+    (weight, bias, their gradients and the per-row statistics are < 0.1%)."""
+    n = math.prod(shape)
+    return "GB/s", {"fwd": 2 * n * s, "bwd": 3 * n * s, "fwd+bwd": 5 * n * s}[mode]
+
+
+def _linear_flops(shape, mode, s):
+    m, n, k = shape
+    return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
+
+
+def _cross_entropy_bytes(shape, mode, s):
+    """Read the logits once; with the gradient (made by the forward kernel)
+    also write it once: N V s and 2 N V s."""
+    n, v = shape
+    return "GB/s", {"fwd": n * v * s, "fwd+bwd": 2 * n * v * s}[mode]
+
+
+def _flce_flops(shape, mode, s):
+    """hidden @ weight.T forward; grad_hidden and grad_weight matmuls backward."""
+    n, h, v = shape
+    return "TFLOP/s", {"fwd": 2, "fwd+bwd": 6}[mode] * n * h * v
+
+
+def _liger(module, name, adapt=None):
+    """Liger-Kernel's `name` from liger_kernel.<module> (a function, or an
+    autograd Function), called with adapt(*args) (default: the args as they
+    are); imported on first call, since Liger is optional. Only the loss of
+    (loss, z_loss) is kept. Some Liger backwards write their gradients over
+    saved inputs (swiglu, geglu, cross-entropy): a timed case's inputs change
+    after the first, checked call, which changes no timing. Liger runs after
+    the other implementations."""
+    def run(*args):
+        f = getattr(importlib.import_module(f"liger_kernel.{module}"), name)
+        a = adapt(*args) if adapt else args
+        out = f.apply(*a) if hasattr(f, "apply") else f(*a)
+        return out[0] if isinstance(out, tuple) else out
+    return run
+
+
+def _one(sh, dt, dev):
+    return [randn(sh, dev, dt)]
+
+
+def _pair(sh, dt, dev):
+    return [randn(sh, dev, dt), randn(sh, dev, dt)]
+
+
+EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
+             "all": [(256, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, 8192)],
+             "cpu": [(256, 512), (1024, 1024)]}
+GLU_SHAPES = {"small": [(1024, 14336)], "large": [(8192, 14336)],  # LLaMA-3 8B's MLP: 14336 wide
+              "all": [(1024, 4096), (4096, 4096), (1024, 14336), (8192, 14336)], "cpu": [(256, 1024)]}
+NORM_SHAPES = {"small": [(4096, 4096)], "large": [(32768, 4096)],
+               "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 8192)], "cpu": [(256, 512)]}
+
+
+# weight and bias near 1 and 0, as trained models have them; rms_norm takes
+# LLaMA's eps=1e-6 for all three implementations (its default differs by dtype)
+def _layer_norm_bench(sh, dt, dev):
+    return [randn(sh, dev, dt), sh[-1:], randn(sh[-1], dev, dt, 0.1, 1), randn(sh[-1], dev, dt, 0.1)]
+
+
+def _rms_norm_bench(sh, dt, dev):
+    return [randn(sh, dev, dt), sh[-1:], randn(sh[-1], dev, dt, 0.1, 1), 1e-6]
+
+
+def _linear_bench(sh, dt, dev):
+    m, n, k = sh
+    return [randn((m, k), dev, dt), randn((n, k), dev, dt, 1 / k**0.5), randn(n, dev, dt)]
+
+
+def _flce_bench(sh, dt, dev):
+    n, h, v = sh
+    return [randn((n, h), dev, dt), randn((v, h), dev, dt, 1 / h**0.5), torch.randint(0, v, (n,), device=dev)]
+
+
+# ---------------------------------------------------------------------------
+# the table
+
+_AOT_SAVED_GRAD = {
+    # With compute_grad the op's gradient outputs are what its backward scales
+    # in place; opcheck's AOT test returns those outputs from the graph as
+    # well, which AOTAutograd cannot partition. The real use (the functional
+    # API drops them) is checked by the torch.compile test.
+    "test_utils": ("test_schema", "test_autograd_registration", "test_faketensor"),
+}
+
+OPS = [
+    OpInfo("relu", ops.relu, torch.relu, _unary(), errors=_relu_errors,
+           bench=Bench(EW_SHAPES, _one, _relu_bytes)),
+    OpInfo("relu_backward", ops.relu_backward, _relu_backward_ref, _relu_backward_samples, differentiable=False,
+           gradcheck=False, errors=_relu_backward_errors),
+    OpInfo("square", ops.square, torch.square, _unary(), errors=_square_errors,
+           bench=Bench(EW_SHAPES, _one, _elementwise_bytes(1, 2))),
+    OpInfo("gelu", ops.gelu, F.gelu, _unary(3.0, ({"approximate": "none"}, {"approximate": "tanh"})),
+           errors=_gelu_errors, bench=Bench(EW_SHAPES, _one, _elementwise_bytes(1, 2))),
+    OpInfo("swiglu", ops.swiglu, _swiglu_ref, _pair_samples(), errors=_swiglu_errors,
+           cuda_errors=_swiglu_cuda_errors,
+           bench=Bench(GLU_SHAPES, _pair, _glu_bytes, liger=_liger("ops.swiglu", "LigerSiLUMulFunction"))),
+    OpInfo("geglu", ops.geglu, _geglu_ref, _pair_samples(({}, {"approximate": "none"})), errors=_geglu_errors,
+           # tanh form (geglu's default), as Liger's
+           bench=Bench(GLU_SHAPES, _pair, _glu_bytes, liger=_liger("ops.geglu", "LigerGELUMulFunction"))),
+    # grad_bias sums over up to 1000 rows: fp32 atol follows sqrt(rows) * eps.
+    OpInfo("scale_bias_relu", ops.scale_bias_relu, _scale_bias_relu_ref, _scale_bias_relu_samples, grad_atol=1e-4,
+           racecheck=True, errors=_scale_bias_relu_errors,
+           bench=Bench(EW_SHAPES, lambda sh, dt, dev: [randn(sh, dev, dt), randn(sh[-1], dev, dt), 0.5], _sbr_bytes)),
+    OpInfo("softmax", ops.softmax, _softmax_ref, _softmax_samples, grad_atol=1e-4, racecheck=True,
+           errors=_softmax_errors,
+           bench=Bench({"small": [(4096, 4096)], "large": [(32768, 4096), (8192, 32768)],
+                        "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 32768)], "cpu": [(256, 512)]},
+                       lambda sh, dt, dev: [randn(sh, dev, dt), -1], _elementwise_bytes(1, 2))),
+    OpInfo("log_softmax", ops.log_softmax, _log_softmax_ref, _softmax_samples, grad_atol=1e-4, racecheck=True,
+           errors=_log_softmax_errors),
+    OpInfo("layer_norm", ops.layer_norm, _layer_norm_ref, _layer_norm_samples, grad_atol=1e-4, racecheck=True,
+           errors=_layer_norm_errors,  # grad_weight / grad_bias add up to 300 rows: atol ~ sqrt(rows) * eps
+           bench=Bench(NORM_SHAPES, _layer_norm_bench, _norm_bytes,
+                       liger=_liger("transformers.functional", "liger_layer_norm",
+                                    lambda x, shape, w, b: (x, w, b, 1e-5)))),
+    OpInfo("rms_norm", ops.rms_norm, _rms_norm_ref, _rms_norm_samples, grad_atol=1e-4, racecheck=True,
+           errors=_rms_norm_errors,
+           bench=Bench(NORM_SHAPES, _rms_norm_bench, _norm_bytes,
+                       liger=_liger("transformers.functional", "liger_rms_norm",
+                                    lambda x, shape, w, eps: (x, w, eps)))),
+    # fp32 sums of up to 1e5 terms: atol ~ sqrt(n) * eps * |x|.
+    OpInfo("sum", ops.sum, _sum_ref, _sum_samples, atol=2e-4, racecheck=True, errors=_sum_errors,
+           bench=Bench({"small": [(2**20,)], "large": [(2**28,)], "all": [(2**16,), (2**20,), (2**24,), (2**28,)],
+                        "cpu": [(2**16,), (2**20,)]},
+                       _one, lambda sh, mode, s: ("GB/s", math.prod(sh) * s), modes=("fwd",), fp32_tol=1e-3)),
+    # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
+    OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
+           errors=_linear_errors, cuda_errors=_linear_cuda_errors,
+           bench=Bench({"small": [(1024, 1024, 1024)], "large": [(4096, 4096, 4096)],
+                        "all": [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
+                        "cpu": [(128, 256, 128), (512, 512, 512)]},
+                       _linear_bench, _linear_flops, fp32_tol=1e-3)),
+    OpInfo("cross_entropy", ops.cross_entropy, F.cross_entropy, _cross_entropy_samples, racecheck=True,
+           backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
+           bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],
+                        "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)]},
+                       lambda sh, dt, dev: [randn(sh, dev, dt), torch.randint(0, sh[1], (sh[0],), device=dev)],
+                       _cross_entropy_bytes, modes=("fwd", "fwd+bwd"),
+                       liger=_liger("transformers.functional", "liger_cross_entropy"), loss=True)),
+    # fused_linear_cross_entropy stays torch-only (no capi): three GEMMs a chunk around the cross_entropy kernel
+    OpInfo("fused_linear_cross_entropy", ops.fused_linear_cross_entropy, _flce_ref, _flce_samples, grad_rtol=1e-4,
+           capi=False, backward_once=True, opcheck_utils={"fused_linear_cross_entropy": _AOT_SAVED_GRAD},
+           errors=_flce_errors,
+           bench=Bench({"small": [(2048, 2048, 32000)], "large": [(8192, 4096, 128256)],
+                        "all": [(2048, 2048, 32000), (8192, 4096, 128256)], "cpu": [(64, 64, 1000)]},
+                       _flce_bench, _flce_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
+                       liger=_liger("transformers.functional", "liger_fused_linear_cross_entropy"), loss=True,
+                       # chunk size trades memory for time (auto: Liger's 256 tokens at the large shape)
+                       variants={f"tinycuda[chunk={c}]": (lambda c: lambda h, w, t: ops.fused_linear_cross_entropy(
+                           h, w, t, chunk_size=c))(c) for c in (512, 1024)},
+                       variant_modes=("fwd+bwd",))),
+]
+
+BY_NAME = {info.name: info for info in OPS}
