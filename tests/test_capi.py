@@ -79,7 +79,7 @@ def _cases(x):
                   ("geglu_backward", (g, x, x2, ap))]
     cases = [(op, args, {}, ()) for op, args in cases]
     for red in ("mean", "sum", "none"):
-        cases.append(("cross_entropy", (logits, target, -100, red, 0.1), {"grad": True}, (True,)))
+        cases.append(("cross_entropy", (logits, target, -100, red, 0.1), {"compute_grad": True}, (True,)))
     cases.append(("cross_entropy", (logits, target.clamp(min=0), 2), {}, ()))
     return cases
 
@@ -120,8 +120,7 @@ def test_every_op_matches_the_torch_op_bit_for_bit(device, dtype, shape):
 
 
 def test_capi_has_every_torch_op_with_its_arguments():
-    """Same names; the torch schema's positional arguments are capi's
-    (compute_grad is capi's keyword `grad`), its keyword-only ones too."""
+    """Same names; the torch schema's positional arguments are capi's, its keyword-only ones too."""
     ops = sorted(n.split("::")[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("tinycuda::"))
     assert "fused_linear_cross_entropy" in ops and "softmax" in ops
     for op in ops:
@@ -130,10 +129,8 @@ def test_capi_has_every_torch_op_with_its_arguments():
         params = inspect.signature(getattr(capi, op)).parameters.values()
         positional = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
         keyword = {p.name for p in params if p.kind == p.KEYWORD_ONLY}
-        assert positional == [a.name for a in schema.arguments if not a.kwarg_only and a.name != "compute_grad"], op
+        assert positional == [a.name for a in schema.arguments if not a.kwarg_only], op
         assert {a.name for a in schema.arguments if a.kwarg_only} <= keyword, op
-        if any(a.name == "compute_grad" for a in schema.arguments):
-            assert "grad" in keyword, op
 
 
 def test_structs_come_from_the_headers():
@@ -181,7 +178,7 @@ def _flce_reference(hidden, weight, target, bias, reduction, label_smoothing):
 def test_fused_linear_cross_entropy_matches_the_torch_op(device, dtype, chunk_size, bias, reduction):
     hidden, weight, target, b = _flce_inputs(37, 19, 23, dtype, device, bias)
     args = (hidden, weight, target, b, -100, reduction, 0.1)
-    ours = capi.fused_linear_cross_entropy(*map(_to_capi, args), chunk_size, grad=True)
+    ours = capi.fused_linear_cross_entropy(*map(_to_capi, args), compute_grad=True, chunk_size=chunk_size)
     torch_op = T.fused_linear_cross_entropy(*args, True, chunk_size)
     ref = _flce_reference(*[t.double() if t is not None and t.is_floating_point() else t for t in args[:4]],
                           reduction, 0.1)
@@ -202,12 +199,12 @@ def test_fused_linear_cross_entropy_bit_for_bit_with_the_unfused_capi_calls(dtyp
     any chunking; grad_weight and grad_bias with one chunk."""
     hidden, weight, target, b = map(_to_capi, _flce_inputs(21, 17, 11, dtype, "cpu", True))
     logits = capi.linear(hidden, weight, b)
-    row_loss, _ = capi.cross_entropy(logits, target, reduction="none", label_smoothing=0.2, grad=True)
-    _, grad = capi.cross_entropy(logits, target, reduction="sum", label_smoothing=0.2, grad=True)
+    row_loss, _ = capi.cross_entropy(logits, target, reduction="none", label_smoothing=0.2, compute_grad=True)
+    _, grad = capi.cross_entropy(logits, target, reduction="sum", label_smoothing=0.2, compute_grad=True)
     gh, gw, gb = capi.linear_backward(grad, hidden, weight)
-    loss_none = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "none", 0.2, chunk_size)
+    loss_none = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "none", 0.2, chunk_size=chunk_size)
     _same(loss_none, torch.as_tensor(row_loss) if not isinstance(row_loss, torch.Tensor) else row_loss)
-    ours = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "sum", 0.2, chunk_size, grad=True)
+    ours = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "sum", 0.2, True, chunk_size)
     wrap = lambda a: torch.from_numpy(a) if isinstance(a, np.ndarray) else a  # noqa: E731
     _same(ours[1], wrap(gh))
     if chunk_size >= 21:
@@ -220,7 +217,7 @@ def test_fused_linear_cross_entropy_edges():
     h, w, bb = hidden.numpy(), weight.numpy(), b.numpy()
     # no token, and no valid target: 'mean' is NaN as in torch; grad_weight zeros for no token
     for hh, tt in ((h[:0], target[:0]), (h, torch.full((6,), -100))):
-        loss, gh, gw, gb = capi.fused_linear_cross_entropy(hh, w, tt.numpy(), bb, grad=True)
+        loss, gh, gw, gb = capi.fused_linear_cross_entropy(hh, w, tt.numpy(), bb, compute_grad=True)
         ref = T.fused_linear_cross_entropy(torch.from_numpy(hh), weight, tt, b, compute_grad=True)
         assert np.isnan(loss) and torch.isnan(ref[0])
         for o, r in zip((gh, gw, gb), ref[1:]):
@@ -293,7 +290,7 @@ def test_bad_input_raises():
          lambda: capi.fused_linear_cross_entropy(x, x[:3].copy(), np.array([0, 1, 2, 9]), chunk_size=1)),
         (ValueError, r"tinycuda.capi.fused_linear_cross_entropy: reduction='none' has no gradient here",
          lambda: capi.fused_linear_cross_entropy(x, x[:3].copy(), np.zeros(4, np.int64), reduction="none",
-                                                 grad=True)),
+                                                 compute_grad=True)),
         (ValueError, r"tinycuda.capi.fused_linear_cross_entropy: hidden must be 2-D \(tokens, H\) and weight 2-D "
                      r"\(classes, H\) with at least one class, got shapes \(4, 6\) and \(4, 3\)",
          lambda: capi.fused_linear_cross_entropy(x, x[:, :3].copy(), np.zeros(4, np.int64))),

@@ -24,8 +24,8 @@ raises CapiError with its message.
     y = capi.linear(x, w, b)                   # NumPy in, NumPy out (CPU kernel)
     gx, gw, gb = capi.linear_backward(gy, x, w)
     p = capi.softmax(x, dim=0)
-    loss, grad = capi.cross_entropy(logits, target, grad=True)   # target: int64
-    loss, gh, gw, gb = capi.fused_linear_cross_entropy(h, w, target, b, grad=True)
+    loss, grad = capi.cross_entropy(logits, target, compute_grad=True)   # target: int64
+    loss, gh, gw, gb = capi.fused_linear_cross_entropy(h, w, target, b, compute_grad=True)
 
 ``algo`` (linear, softmax) is the params struct's field: an int or the
 header's name ("TC_GEMM_TILED").
@@ -552,10 +552,10 @@ def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None,
 # ---------------------------------------------------------------------------
 # cross_entropy, fused_linear_cross_entropy
 
-def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, grad=False,
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False, *,
                   out=None, n_valid=None, row_loss=None, stream=None):
     """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
-    grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
+    compute_grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
     then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
     the count of target's; row_loss ([N], _acc's dtype) for each row's loss. A target outside [0, V) other
     than ignore_index: CapiError on the CPU, a NaN row on CUDA."""
@@ -568,13 +568,13 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
     _, t = _array(op, "target", target, v, v.shape[:-1], "int64")
     loss, lv = _array(op, "out", out, v, v.shape[:-1] if red == lib().TC_REDUCTION_NONE else ())
-    g, gv = _array(op, "grad", grad, v, v.shape) if grad is not False else (None, None)
+    g, gv = _array(op, "compute_grad", compute_grad, v, v.shape) if compute_grad is not False else (None, None)
     nv = n_valid if n_valid is None else _array(op, "n_valid", n_valid, v, (), "int64")[1]
     rl = row_loss if row_loss is None else _array(op, "row_loss", row_loss, v, (rows,), _acc(v))[1]
     _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
           label_smoothing=float(label_smoothing), logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv,
           row_loss=rl)
-    return loss if grad is False else (loss, g)
+    return loss if compute_grad is False else (loss, g)
 
 
 def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
@@ -592,10 +592,10 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
 
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
-                               label_smoothing=0.0, chunk_size=0, *, grad=False):
+                               label_smoothing=0.0, compute_grad=False, chunk_size=0):
     """cross_entropy(hidden @ weight.T + bias, target, ...) without the [N, V]
     logits: hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
-    grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
+    compute_grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
     bias)) for grad_loss = 1, made in the forward; not for reduction='none'.
 
     The torch op's algorithm over this module's calls, per chunk of chunk_size
@@ -617,7 +617,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({nc},) (weight's rows), got {v['bias'].shape}")
     t = _array(op, "target", target, h, (n,), "int64")[1]
     red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
-    if grad and red == lib().TC_REDUCTION_NONE:
+    if compute_grad and red == lib().TC_REDUCTION_NONE:
         raise ValueError(f"tinycuda.capi.{op}: reduction='none' has no gradient here (grad_weight sums the rows "
                          "in the forward, so a per-row grad_loss cannot be applied afterwards)")
     if not 0.0 <= label_smoothing <= 1.0 or chunk_size < 0:
@@ -636,7 +636,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     if mean:  # in hidden's array type, whatever target's
         n_valid = _empty(op, h, (), "int64")
         n_valid[...] = (target != ignore_index).sum()
-    if grad:
+    if compute_grad:
         grad_hidden, grad_weight, grad_weight_c = _empty(op, h, h.shape), _empty(op, h, w.shape), None
         grad_bias = None if bias is None else _empty(op, h, (nc,), acc)
         for a in (grad_bias, grad_weight if n == 0 else None):
@@ -646,8 +646,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         hc, logits = hidden[s:s + chunk], buffer[:min(chunk, n - s)]
         linear(hc, weight, bias, out=logits)
         cross_entropy(logits, target[s:s + chunk], ignore_index, reduction, label_smoothing,
-                      grad=logits if grad else False, n_valid=n_valid, row_loss=row_loss[s:s + chunk])
-        if not grad:
+                      compute_grad=logits if compute_grad else False, n_valid=n_valid, row_loss=row_loss[s:s + chunk])
+        if not compute_grad:
             continue
         if s and grad_weight_c is None:
             grad_weight_c = _empty(op, h, w.shape)
@@ -662,7 +662,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch
             loss = loss / _astype(n_valid, acc)
     loss = _astype(loss, h.dtype)
-    return (loss, grad_hidden, grad_weight, None if bias is None else _astype(grad_bias, h.dtype)) if grad else loss
+    if not compute_grad:
+        return loss
+    return loss, grad_hidden, grad_weight, None if bias is None else _astype(grad_bias, h.dtype)
 
 
 # ---------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def _capi_backend(layers, args, device):
 
     def step(x, y):
         acts = forward(x)
-        loss, grad = capi.cross_entropy(acts[-1], y, grad=True)  # mean loss and its gradient, one pass
+        loss, grad = capi.cross_entropy(acts[-1], y, compute_grad=True)  # mean loss and its gradient, one pass
         correct = (acts[-1].argmax(1) == y).sum()
         for i in reversed(range(len(params))):
             w, _ = params[i]
