@@ -21,3 +21,17 @@ def register_fake(qualname):
         torch.library.register_fake(qualname)(fake)
         return fn
     return wrap
+
+
+def elementwise(qualname, like="x", same=()):
+    """The fake of an elementwise op: arguments `same` must have one shape; the
+    result is a new tensor like argument `like`."""
+    op = qualname.split("::")[1]
+
+    def fake(**args):
+        for a, b in zip(same, same[1:]):
+            torch._check(args[a].shape == args[b].shape,
+                         lambda: f"tinycuda::{op}: {a} and {b} must have the same shape")
+        return args[like].new_empty(args[like].shape)
+
+    register_fake(qualname)(fake)

@@ -9,6 +9,7 @@ tinycuda::relu_backward.
 """
 import torch
 
+from . import _fake
 from ._fake import register_fake
 
 
@@ -27,16 +28,8 @@ def relu_backward(grad_out, x):
     return torch.ops.tinycuda.relu_backward(grad_out, x)
 
 
-@register_fake("tinycuda::relu")
-def _relu_fake(x):
-    return x.new_empty(x.shape)
-
-
-@register_fake("tinycuda::relu_backward")
-def _relu_backward_fake(grad_out, x):
-    torch._check(grad_out.shape == x.shape,
-                 lambda: "tinycuda::relu_backward: grad_out and x must have the same shape")
-    return x.new_empty(x.shape)
+_fake.elementwise("tinycuda::relu")
+_fake.elementwise("tinycuda::relu_backward", same=("grad_out", "x"))
 
 
 @register_fake("tinycuda::relu_mask")
