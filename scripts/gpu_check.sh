@@ -18,5 +18,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   grep -E "ERROR SUMMARY|passed|failed|error" "$OUT/sanitize.log" | tail -8
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  python3 -m tinycuda bench ${BENCH_ARGS:---shapes all} --json "$OUT/bench.json" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -${BENCH_TAIL:-80}
+  # against the figures in docs/: every tinycuda case more than 5% slower is listed (small shapes are noisy)
+  python3 -m tinycuda bench ${BENCH_ARGS:---shapes all} --baseline docs/bench/h100.json --json "$OUT/bench.json" \
+    --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -${BENCH_TAIL:-80}
 fi

@@ -313,6 +313,31 @@ def add_arguments(p):
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--plot", metavar="DIR")
     p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
+    p.add_argument("--baseline", metavar="FILE", action="append", default=[],
+                   help="a saved --json (e.g. docs/bench/h100.json; repeatable): list every tinycuda case "
+                        "slower than there by more than --tolerance, and exit 1 if any")
+    p.add_argument("--tolerance", type=float, default=0.05, help="allowed slowdown against --baseline (0.05: 5%%)")
+
+
+def compare(rows, baseline_rows, tolerance):
+    """(lines, slower): each tinycuda case (op, mode, shape, dtype, impl tinycuda*) of `rows` that
+    the baseline also timed, its time against the baseline's; `slower`: those over 1 + tolerance."""
+    def key(r):
+        return r["op"], r["mode"], tuple(r["shape"]), r["dtype"], r["impl"]
+
+    base = {key(r): r for r in baseline_rows if r["impl"].startswith("tinycuda")}
+    lines, slower = [], []
+    for r in rows:
+        b = base.get(key(r))
+        if b is None or not r["impl"].startswith("tinycuda"):
+            continue
+        ratio = r["ms"] / b["ms"]
+        line = (f"{r['op']:<28} {r['mode']:<8} {'x'.join(map(str, r['shape'])):<22} {r['dtype']:<9} "
+                f"{r['impl']:<22} {b['ms']:.4f} -> {r['ms']:.4f} ms ({ratio:.3f}x)")
+        lines.append(line)
+        if ratio > 1 + tolerance:
+            slower.append(line)
+    return lines, slower
 
 
 def run(args):
@@ -348,4 +373,13 @@ def run(args):
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(rows, device, peaks))
-    return 0
+    slower_any = False
+    for path in args.baseline:
+        with open(path) as f:
+            lines, slower = compare(rows, json.load(f)["results"], args.tolerance)
+        print(f"\nagainst {path}: {len(lines)} tinycuda cases compared, {len(slower)} slower by more than "
+              f"{args.tolerance:.0%}")
+        for line in slower:
+            print("  SLOWER " + line)
+        slower_any |= bool(slower)
+    return 1 if slower_any else 0
