@@ -301,8 +301,8 @@ def _call(op, like, stream=None, entry=None, **fields):
         setattr(p, name, ffi.NULL if value is None else ffi.cast(t, value) if t.kind == "pointer" else value)
     p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
     p.stream = ffi.cast("void*", _stream(like, stream))
-    if workspace_size is not None and like.device == "cuda" and workspace_size(p):
-        p.workspace_bytes = workspace_size(p)
+    if workspace_size is not None and like.device == "cuda" and (nbytes := workspace_size(p)):
+        p.workspace_bytes = nbytes
         workspace = _empty(op, like, (p.workspace_bytes,), dtype="uint8")  # alive until the call is queued
         p.workspace = ffi.cast("void*", _view(op, "workspace", workspace).ptr)
     status = fn(p)

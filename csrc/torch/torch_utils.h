@@ -121,6 +121,7 @@ void call_with_workspace(const char* op, const at::Tensor& on, tc_status (*cpu)(
                          tc_status (*cuda)(const P*), size_t (*workspace_size)(const P*), P params) {
   at::Tensor ws;
   if (on.is_cuda()) {
+    params.dtype = dtype_of(on);  // the size depends on it (fp64 partials are twice as wide)
     params.workspace_bytes = workspace_size(&params);
     ws = at::empty({int64_t(params.workspace_bytes)}, on.options().dtype(at::kByte));
     params.workspace = ws.data_ptr();
