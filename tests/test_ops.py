@@ -302,15 +302,16 @@ def test_cuda_graph_replay(info):
             out = info.fn(*args, **sample.kwargs)
             return (out, *torch.autograd.grad(out, wrt, g)) if wrt else (out,)
 
-        out = info.fn(*args, **sample.kwargs)
-        g = view(torch.randn(out.shape, device="cuda"), sample.grad_out)
-        # warm-up and the eager reference on a side stream (torch.cuda.graph's
-        # recipe: with the reference on the default stream first, the capture
-        # failed on the H100, "would make the legacy stream depend on a
-        # capturing blocking stream")
+        # Everything before the capture, the forward that sizes grad_out
+        # included, on a side stream (torch.cuda.graph's recipe): with one
+        # forward on the default stream first, every capture failed on the
+        # H100 ("would make the legacy stream depend on a capturing blocking
+        # stream"), also with CUDA_MODULE_LOADING=EAGER.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
+            out = info.fn(*args, **sample.kwargs)
+            g = view(torch.randn(out.shape, device="cuda"), sample.grad_out)
             ref = step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
