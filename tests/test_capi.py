@@ -192,6 +192,27 @@ def test_fused_linear_cross_entropy_matches_the_torch_op(device, dtype, chunk_si
         assert_matches(o.to(device), t, r.to(device), grad=i > 0, rtol32=1e-5, atol32=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_linear_cross_entropy_accum_dtype_float32(device, dtype):
+    """37 one-token chunks, grad_weight accumulated in float32 in both doors:
+    within the unchunked torch reference's own error."""
+    hidden, weight, target, b = _flce_inputs(37, 19, 23, dtype, device, True)
+    args = (hidden, weight, target, b, -100, "sum", 0.0)
+    ours = capi.fused_linear_cross_entropy(*map(_to_capi, args), compute_grad=True, chunk_size=1,
+                                           accum_dtype="float32")
+    torch_op = T.fused_linear_cross_entropy(*args, True, 1, torch.float32)
+    ref = _flce_reference(*[t.double() for t in args[:2]], target, b.double(), "sum", 0.0)
+    same_dtype = _flce_reference(*args[:4], "sum", 0.0)
+    for o, t, r, s in zip(ours[2:3], torch_op[2:3], ref[2:3], same_dtype[2:3]):
+        o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+        assert o.dtype == t.dtype == dtype
+        assert_matches(o.to(device), s, r.to(device), grad=True)
+        assert_matches(t, s, r.to(device), grad=True)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.fused_linear_cross_entropy: accum_dtype must be None"):
+        capi.fused_linear_cross_entropy(*map(_to_capi, args), compute_grad=True, accum_dtype="float64")
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("chunk_size", [1, 5, 1000])
 def test_fused_linear_cross_entropy_bit_for_bit_with_the_unfused_capi_calls(dtype, chunk_size):

@@ -592,7 +592,7 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
 
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
-                               label_smoothing=0.0, compute_grad=False, chunk_size=0):
+                               label_smoothing=0.0, compute_grad=False, chunk_size=0, accum_dtype=None):
     """cross_entropy(hidden @ weight.T + bias, target, ...) without the [N, V]
     logits: hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
     compute_grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
@@ -604,7 +604,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     targets) and each row's loss in float32 (float64 for float64), summed at
     the end; linear_backward into grad_hidden's rows and into grad_weight (the
     chunks after the first through a [V, H] scratch, added in the weight's
-    dtype) and grad_bias (added in float32). Those additions and casts are the
+    dtype, or with accum_dtype="float32" into a float32 array rounded once at
+    the end) and grad_bias (added in float32). Those additions and casts are the
     array library's, on its current stream, where the kernels run too."""
     op = "fused_linear_cross_entropy"
     v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias})
@@ -623,6 +624,12 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     if not 0.0 <= label_smoothing <= 1.0 or chunk_size < 0:
         raise ValueError(f"tinycuda.capi.{op}: label_smoothing must be in [0, 1] and chunk_size >= 0 (0: "
                          f"automatic), got {label_smoothing} and {chunk_size}")
+    # a name, np.float32, np.dtype or torch.float32
+    accum = None if accum_dtype is None else getattr(accum_dtype, "__name__", str(accum_dtype).rpartition(".")[2])
+    if accum not in (None, h.dtype) and (accum != "float32" or h.dtype == "float64"):
+        raise ValueError(f"tinycuda.capi.{op}: accum_dtype must be None, the weight's dtype ({h.dtype}) or float32, "
+                         f"got {accum_dtype}")
+    widen = compute_grad and accum not in (None, h.dtype)
     if h.device == "cpu" and n:  # every row first, so that the message names the row of the batch
         tv = np.frombuffer(ffi.buffer(ffi.cast("int64_t*", t.ptr), 8 * n), np.int64)
         bad = np.flatnonzero((tv != ignore_index) & ((tv < 0) | (tv >= nc)))
@@ -637,9 +644,10 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         n_valid = _empty(op, h, (), "int64")
         n_valid[...] = (target != ignore_index).sum()
     if compute_grad:
-        grad_hidden, grad_weight, grad_weight_c = _empty(op, h, h.shape), _empty(op, h, w.shape), None
-        grad_bias = None if bias is None else _empty(op, h, (nc,), acc)
-        for a in (grad_bias, grad_weight if n == 0 else None):
+        # widen: grad_weight is the float32 accumulator until the end
+        grad_hidden, grad_weight = _empty(op, h, h.shape), _empty(op, h, w.shape, accum if widen else None)
+        grad_bias, grad_weight_c = None if bias is None else _empty(op, h, (nc,), acc), None
+        for a in (grad_bias, grad_weight if n == 0 or widen else None):
             if a is not None:
                 a[...] = 0
     for s in range(0, n, chunk):
@@ -649,11 +657,11 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
                       compute_grad=logits if compute_grad else False, n_valid=n_valid, row_loss=row_loss[s:s + chunk])
         if not compute_grad:
             continue
-        if s and grad_weight_c is None:
+        if (s or widen) and grad_weight_c is None:
             grad_weight_c = _empty(op, h, w.shape)
         gb = linear_backward(logits, hc, weight, (True, True, bias is not None), grad_x=grad_hidden[s:s + chunk],
-                             grad_weight=grad_weight_c if s else grad_weight)[2]
-        if s:
+                             grad_weight=grad_weight_c if s or widen else grad_weight)[2]
+        if s or widen:
             grad_weight += grad_weight_c
         if bias is not None:
             grad_bias += gb
@@ -664,6 +672,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     loss = _astype(loss, h.dtype)
     if not compute_grad:
         return loss
+    if widen:
+        grad_weight = _astype(grad_weight, h.dtype)
     return loss, grad_hidden, grad_weight, None if bias is None else _astype(grad_bias, h.dtype)
 
 

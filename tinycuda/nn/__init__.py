@@ -96,9 +96,10 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
     """cross_entropy(hidden @ weight.T + bias, target) without the [N, V]
     logits. forward(weight, hidden, target, bias=None) takes Liger's
     LigerFusedLinearCrossEntropyLoss order (lin_weight, _input, target, bias).
-    reduction='none' works without gradients only (see ops.fused_linear_cross_entropy)."""
+    reduction='none' works without gradients only; accum_dtype=torch.float32
+    accumulates grad_weight in float32 (see ops.fused_linear_cross_entropy)."""
 
-    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0, accum_dtype=None):
         super().__init__()
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"tinycuda.nn.FusedLinearCrossEntropyLoss: reduction must be 'mean', 'sum' or "
@@ -107,13 +108,15 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
             raise ValueError(f"tinycuda.nn.FusedLinearCrossEntropyLoss: label_smoothing must be in [0, 1], "
                              f"got {label_smoothing}")
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+        self.accum_dtype = accum_dtype
 
     def forward(self, weight, hidden, target, bias=None):
         return ops.fused_linear_cross_entropy(hidden, weight, target, bias, self.ignore_index, self.reduction,
-                                              self.label_smoothing)
+                                              self.label_smoothing, accum_dtype=self.accum_dtype)
 
     def extra_repr(self):
-        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}"
+        return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, "
+                f"label_smoothing={self.label_smoothing}, accum_dtype={self.accum_dtype}")
 
 
 __all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "ReLU", "RMSNorm",
