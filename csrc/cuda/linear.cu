@@ -35,6 +35,7 @@
 #include "../shared/linear_check.h"
 #include "tinycuda/sum.h"
 #include "kit/cuda_utils.cuh"
+#include "kit/mma.cuh"
 
 namespace {
 
@@ -268,6 +269,200 @@ gemm_regtile_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, in
 }
 
 // ---------------------------------------------------------------------------
+// mma: tensor cores (fp16/bf16 operands, fp32 accumulators) through mma.sync
+//
+// 128x128 outputs per block of 4 warps (2x2, 64x64 each), k-tiles of 32 in a
+// 4-stage cp.async ring: tile t+3 is in flight while tile t is multiplied.
+// Per k16 step a warp issues 8 ldmatrix.x4 (4 for A's 64 rows, 4 for B's 64
+// columns) for 32 mma.m16n8k16, i.e. 128 accumulators per thread.
+// Shared memory holds each tile as it lies in global memory, so no operand is
+// ever transposed in memory: a k-major tile (unit stride along k) is
+// [128 i][32 k], read with ldmatrix; an i-major one (unit stride along m or n)
+// is [32 k][128 i], read with ldmatrix.trans, which yields the same fragment.
+// 16-byte chunks are XOR-swizzled within a row so the 8 rows one ldmatrix
+// phase reads land in 8 different bank groups (k-major rows are 64 bytes, so
+// two rows share 128 bytes: chunk c of row r sits at c ^ (r/2 % 4); i-major
+// rows are 256 bytes: c ^ (r % 8)).
+// Operand loads: cp.async when the operand's unit-stride extent, its other
+// stride and its address are multiples of 8 elements (every 16-byte chunk is
+// then all inside the matrix or all outside, zero-filled); otherwise each
+// thread gathers its chunk element by element (any strides, ragged edges) and
+// stores it synchronously: correct for every shape, slower.
+// Blocks walk the output in groups of 8 block-rows so that consecutive blocks
+// share A's rows and B's columns in L2.
+namespace mma {
+constexpr int BM = 128, BN = 128, BK = 32, kStages = 4, kThreads = 128;
+constexpr int kTileElems = BM * BK;  // one operand's k-tile: 8 KiB in 16-bit
+constexpr size_t kSmemBytes = size_t(kStages) * 2 * kTileElems * 2;
+static_assert(BM == BN, "A and B tiles share one loader");
+
+// Element offset of 16-byte chunk `chunk` of shared row `row`.
+template <bool kKMajor>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return kKMajor ? row * BK + ((chunk ^ (row >> 1 & 3)) << 3) : row * BM + ((chunk ^ (row & 7)) << 3);
+}
+
+// One operand X(i, k) = X[i*si + k*sk], i in [0, I): its k-tiles into shared
+// memory. kThreads threads cover a tile's 512 chunks, 4 each.
+template <class T, bool kKMajor, bool kAsync>
+struct Loader {
+  const T* X;
+  int64_t I, K, si, sk, i0;
+
+  __device__ __forceinline__ void load(T* tile, int64_t k0, int tid) const {
+#pragma unroll
+    for (int j = 0; j < kTileElems / 8 / kThreads; ++j) {
+      const int q = tid + j * kThreads;
+      // k-major: row i, 4 chunks along k; i-major: row k, 16 chunks along i
+      const int row = kKMajor ? q / (BK / 8) : q / (BM / 8), chunk = kKMajor ? q % (BK / 8) : q % (BM / 8);
+      const int64_t i = i0 + (kKMajor ? row : chunk * 8), k = k0 + (kKMajor ? chunk * 8 : row);
+      T* dst = tile + swizzled<kKMajor>(row, chunk);
+      if constexpr (kAsync) {
+        const bool in = i < I && k < K;
+        cp_async16(dst, in ? X + i * si + k * sk : X, in);
+      } else {
+        alignas(16) T v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int64_t ie = kKMajor ? i : i + e, ke = kKMajor ? k + e : k;
+          v[e] = ie < I && ke < K ? X[ie * si + ke * sk] : from_acc<T>(0.0f);
+        }
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+      }
+    }
+  }
+};
+
+// ldmatrix.x4 of the 16(i) x 16(k) block at (i, k) of a tile. Lane l addresses
+// row l % 8 of matrix l / 8; kAOrder puts the matrices in A's fragment order
+// (i 0-7/k 0-7, i 8-15/k 0-7, i 0-7/k 8-15, i 8-15/k 8-15), otherwise B's two
+// n8 fragments (i 0-7/k 0-7, i 0-7/k 8-15, then i 8-15).
+template <bool kKMajor, bool kAOrder>
+__device__ __forceinline__ void load_fragment(uint32_t (&r)[4], uint32_t tile, int i, int k, int lane) {
+  const int m = lane >> 3, row = lane & 7;
+  const int di = kAOrder ? (m & 1) * 8 : (m >> 1) * 8, dk = kAOrder ? (m >> 1) * 8 : (m & 1) * 8;
+  const int off = kKMajor ? swizzled<true>(i + di + row, (k + dk) >> 3) : swizzled<false>(k + dk + row, (i + di) >> 3);
+  ldsm_x4<!kKMajor>(r, tile + off * 2);
+}
+
+template <class T, bool kAK, bool kBK, bool kAsync>
+__global__ void __launch_bounds__(kThreads, 2)
+gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sam, int64_t sak,
+                const T* __restrict__ B, int64_t sbk, int64_t sbn, const T* __restrict__ bias,
+                T* __restrict__ C) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);  // stage s: A tile at 2s, B tile at 2s + 1
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  // grouped raster: 8 block-rows of M at a time
+  const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, width = 8 * tiles_n;
+  const int64_t id = blockIdx.x, first_m = id / width * 8, rows = min(tiles_m - first_m, int64_t(8));
+  const int64_t m0 = (first_m + id % width % rows) * BM, n0 = id % width / rows * BN;
+
+  const Loader<T, kAK, kAsync> la{A, M, K, sam, sak, m0};
+  const Loader<T, kBK, kAsync> lb{B, N, K, sbn, sbk, n0};
+  const int64_t tiles_k = (K + BK - 1) / BK;
+  auto stage = [&](int s) { return smem + 2 * s * kTileElems; };
+  auto load = [&](int64_t t) {
+    if (t < tiles_k) {
+      T* a = stage(int(t % kStages));
+      la.load(a, t * BK, tid);
+      lb.load(a + kTileElems, t * BK, tid);
+    }
+    if constexpr (kAsync) cp_async_commit();  // an empty group past the end keeps the count uniform
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) load(s);
+
+  const int wm = warp / 2 * 64, wn = warp % 2 * 64;
+  float acc[4][8][4] = {};
+  for (int64_t t = 0; t < tiles_k; ++t) {
+    if constexpr (kAsync) cp_async_wait<kStages - 2>();
+    // tile t has landed for every thread; and every warp is done with tile
+    // t - 1, whose stage the next load overwrites
+    __syncthreads();
+    load(t + kStages - 1);
+    const uint32_t a_tile = smem_addr(stage(int(t % kStages))), b_tile = a_tile + kTileElems * 2;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t a[4][4], b[4][4];
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt) load_fragment<kAK, true>(a[mt], a_tile, wm + mt * 16, kk, lane);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) load_fragment<kBK, false>(b[nt], b_tile, wn + nt * 16, kk, lane);
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) mma_16816<T>(acc[mt][nt], a[mt], b[nt / 2][nt % 2 * 2], b[nt / 2][nt % 2 * 2 + 1]);
+    }
+  }
+  if constexpr (kAsync) cp_async_wait<0>();  // no copy may land after the block exits
+
+  // epilogue: d0,d1 at (g, 2q..2q+1), d2,d3 at (g+8, ...) of each 16x8 tile;
+  // a pair is one 4-byte store when both columns are inside and N is even
+  const int g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int64_t n = n0 + wn + nt * 8 + 2 * q;
+    const float b0 = bias && n < N ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = m0 + wm + mt * 16 + g + h * 8;
+        if (m >= M || n >= N) continue;
+        T* c = C + m * N + n;
+        const T v0 = from_acc<T>(acc[mt][nt][2 * h] + b0);
+        if (n + 1 < N && N % 2 == 0) {
+          T pair[2] = {v0, from_acc<T>(acc[mt][nt][2 * h + 1] + b1)};
+          *reinterpret_cast<uint32_t*>(c) = *reinterpret_cast<const uint32_t*>(pair);
+        } else {
+          c[0] = v0;
+          if (n + 1 < N) c[1] = from_acc<T>(acc[mt][nt][2 * h + 1] + b1);
+        }
+      }
+  }
+}
+
+// kKMajor: which shared layout suits X(i, k) = X[i*si + k*sk]; async: whether
+// every 16-byte chunk of that layout is aligned and all-in or all-out.
+struct Layout {
+  bool k_major, async;
+};
+
+template <class T>
+Layout layout(const T* X, int64_t I, int64_t K, int64_t si, int64_t sk) {
+  const bool k_major = sk == 1 || (si != 1 && sk <= si);
+  const int64_t unit = k_major ? sk : si, other = k_major ? si : sk, extent = k_major ? K : I;
+  const bool aligned = reinterpret_cast<uintptr_t>(X) % 16 == 0;
+  return {k_major, unit == 1 && aligned && other % 8 == 0 && extent % 8 == 0};
+}
+
+template <class T>
+tc_status launch(const char* op, int64_t M, int64_t N, int64_t K, const T* A, int64_t sam, int64_t sak,
+                 const T* B, int64_t sbk, int64_t sbn, const T* bias, T* C, cudaStream_t stream) {
+  const Layout la = layout(A, M, K, sam, sak), lb = layout(B, N, K, sbn, sbk);
+  const bool async = la.async && lb.async;
+  using Kernel = void (*)(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, int64_t, int64_t,
+                          const T*, T*);
+  // [A k-major][B k-major][async]
+  static constexpr Kernel kernels[2][2][2] = {
+      {{gemm_mma_kernel<T, false, false, false>, gemm_mma_kernel<T, false, false, true>},
+       {gemm_mma_kernel<T, false, true, false>, gemm_mma_kernel<T, false, true, true>}},
+      {{gemm_mma_kernel<T, true, false, false>, gemm_mma_kernel<T, true, false, true>},
+       {gemm_mma_kernel<T, true, true, false>, gemm_mma_kernel<T, true, true, true>}}};
+  const Kernel kernel = kernels[la.k_major][lb.k_major][async];
+  const int64_t blocks = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld x %lld output is too large", op, (long long)M, (long long)N);
+  TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      int(kSmemBytes))));
+  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(M, N, K, A, sam, sak, B, sbk, sbn, bias, C);
+  return TC_OK;
+}
+}  // namespace mma
+
+// ---------------------------------------------------------------------------
 // launchers
 
 // A vector walk needs a unit stride along the walked axis, and that axis's
@@ -303,7 +498,16 @@ tc_status gemm(const char* op, tc_gemm_algo algo, int64_t M, int64_t N, int64_t 
       gemm_tiled_kernel<T><<<grid, block, 0, stream>>>(M, N, K, A, a.s0, a.s1, B, b.s0, b.s1, bs, C);
       break;
     }
+    case TC_GEMM_MMA:
     case TC_GEMM_AUTO:
+      if constexpr (sizeof(T) == 2) {
+        TC_RETURN_IF_ERROR(mma::launch<T>(op, M, N, K, A, a.s0, a.s1, B, b.s0, b.s1, bs, C, stream));
+        break;
+      } else if (algo == TC_GEMM_MMA) {
+        return tc_fail(TC_ERR_INVALID_ARGUMENT,
+                       "%s: the mma variant takes float16 or bfloat16 (float32 and float64 run on CUDA cores)", op);
+      }
+      [[fallthrough]];
     case TC_GEMM_REGTILE: {
       dim3 grid(unsigned((M + BM - 1) / BM), unsigned((N + BN - 1) / BN));
       TC_REQUIRE((N + BN - 1) / BN <= 65535, "%s: N = %lld too large", op, (long long)N);
