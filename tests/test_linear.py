@@ -23,8 +23,8 @@ def test_linear_cuda_variants(dtype, variant, m, k, n):
     x = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
     b = torch.randn(n, device="cuda").to(dtype)
-    if variant == "mma" and dtype == torch.float32:
-        with pytest.raises(RuntimeError, match=r"tinycuda::linear: .*the mma variant takes float16 or bfloat16"):
+    if variant in ("mma", "wgmma") and dtype == torch.float32:
+        with pytest.raises(RuntimeError, match=rf"tinycuda::linear: .*the {variant} variant takes float16 or bfloat16"):
             variants.call("linear", variant, x, w, b)
         return
     check_op(variants.get("linear", variant), F.linear, [x, w, b], rtol32=1e-4, atol32=1e-3, grad_atol32=2e-3)

@@ -9,7 +9,8 @@
 //   grad_W          = gy^T @ x : A = gy (1, N)  B = x  (K, 1)   N, K, M
 //   grad_b          = column sums of gy (the sum family's kernels)
 //
-// Three variants, kept to show why the last is fast (bench: linear variants):
+// Five variants, kept to show what each step buys (bench: linear variants;
+// H100 bf16 4096^3: regtile 41, mma 305, wgmma 658, cuBLAS 789 TFLOP/s):
 //   naive    one thread per output, K loads of A and B from global memory each:
 //            2K loads per 2K flops, bound by L1/L2 bandwidth.
 //   tiled    32x32 tiles staged in shared memory: each global element is read
@@ -28,6 +29,10 @@
 //            loads, needed 147 registers (1 block/SM) and reached 24.5 TFLOP/s
 //            at 4096^3 on an H100, against 51 for cuBLAS. Operands without a
 //            unit stride or 4-element alignment take a scalar strided walk.
+//   mma      (fp16/bf16) tensor cores through mma.sync, a 4-stage cp.async ring.
+//   wgmma    (fp16/bf16, sm_90a, k-major operands) TMA + wgmma with a producer
+//            warpgroup and two consumers; what `auto` runs where it can.
+//   fp32 and fp64 run regtile (no TF32 yet).
 // Tile loads pick the thread->element map that keeps global reads coalesced
 // for the operand's contiguous axis, and shared rows are padded by 4 floats so
 // the transposing stores hit 32 distinct banks.
@@ -36,6 +41,9 @@
 #include "tinycuda/sum.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/mma.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 namespace {
 
@@ -463,6 +471,170 @@ tc_status launch(const char* op, int64_t M, int64_t N, int64_t K, const T* A, in
 }  // namespace mma
 
 // ---------------------------------------------------------------------------
+// wgmma: Hopper's warpgroup tensor-core instruction fed by TMA (sm_90a)
+//
+// 128x256 outputs per block of 3 warpgroups: one producer whose single thread
+// issues TMA copies of A's 128x64 and B's 256x64 k-tiles into a 4-stage ring
+// (48 KiB a stage), and two consumers that each multiply 64 rows of A by all
+// of B with wgmma.m64n256k16 (4 per k-tile), 128 fp32 accumulators per thread.
+// The stages are handed over with mbarriers: `full` completes when a stage's
+// bytes have landed, `empty` when both consumers are done reading it. The
+// producer gives its registers to the consumers (setmaxnreg 40 / 232): 128
+// accumulators plus addressing do not fit the 168 a 384-thread block gets.
+// TMA zero-fills boxes past the matrix's edge, so ragged M, N and K need no
+// code; it needs both operands k-major (unit stride along k) with row strides
+// and addresses multiples of 16 bytes. Other layouts (linear's backward
+// products) run the mma kernel.
+namespace wg {
+constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kConsumers = 2, kThreads = 128 * (kConsumers + 1);
+constexpr int kATile = BM * BK, kBTile = BN * BK;  // elements
+constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + 1024;  // + slack to align to 1 KiB
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1)
+gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                  int64_t M, int64_t N, int64_t K, const T* __restrict__ bias, T* __restrict__ C) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
+  T* sa = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* sb = sa + kStages * kATile;
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+  const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, width = 8 * tiles_n;
+  const int64_t id = blockIdx.x, first_m = id / width * 8, rows = min(tiles_m - first_m, int64_t(8));
+  const int m0 = int((first_m + id % width % rows) * BM), n0 = int(id % width / rows * BN);
+  const int tiles_k = int((K + BK - 1) / BK);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumers);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // producer
+    setmaxnreg_dec<40>();
+    if (tid == 0)
+      for (int t = 0; t < tiles_k; ++t) {
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+        mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
+        tma_load_2d(sa + s * kATile, &tma_a, t * BK, m0, &full[s]);
+        tma_load_2d(sb + s * kBTile, &tma_b, t * BK, n0, &full[s]);
+      }
+    return;
+  }
+
+  setmaxnreg_inc<232>();
+  const int c = warpgroup - 1;
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  for (int t = 0; t < tiles_k; ++t) {
+    const int s = t % kStages;
+    mbar_wait(&full[s], (t / kStages) & 1);
+    wgmma_pin(d);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BK; k += 16)
+      wgmma_64x256<T>(d, wgmma_desc(sa + s * kATile + c * 64 * BK + k), wgmma_desc(sb + s * kBTile + k));
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_pin(d);
+    if (tid == 0) mbar_arrive(&empty[s]);
+  }
+
+  // d[4j..4j+3]: the 8 columns 8j.. of rows g and g + 8 of this warp's 16 (as mma's)
+  const int g = tid % 32 / 4, q = tid % 4;
+  const int64_t row0 = m0 + c * 64 + tid / 32 * 16 + g;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int64_t n = n0 + 8 * j + 2 * q;
+    if (n >= N) continue;
+    const float b0 = bias ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = row0 + 8 * h;
+      if (m >= M) continue;
+      T* out = C + m * N + n;
+      const T v0 = from_acc<T>(d[4 * j + 2 * h] + b0);
+      if (n + 1 < N && N % 2 == 0) {
+        T pair[2] = {v0, from_acc<T>(d[4 * j + 2 * h + 1] + b1)};
+        *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(pair);
+      } else {
+        out[0] = v0;
+        if (n + 1 < N) out[1] = from_acc<T>(d[4 * j + 2 * h + 1] + b1);
+      }
+    }
+  }
+#endif
+}
+
+// The driver's tensor-map encoder, found through the runtime (no -lcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// Whether this build and device run the kernel, and the operands suit TMA:
+// X(i, k) = X[i*si + k] with 16-byte aligned rows.
+template <class T>
+bool usable(const T* A, int64_t sam, int64_t sak, const T* B, int64_t sbk, int64_t sbn) {
+  static const bool device_ok = [] {
+    int dev = 0, major = 0;
+    cudaFuncAttributes attr{};
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
+           cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T>) == cudaSuccess && attr.binaryVersion == 90 &&
+           encoder() != nullptr;
+  }();
+  auto fits = [](const T* X, int64_t si, int64_t sk) {
+    return sk == 1 && si % 8 == 0 && reinterpret_cast<uintptr_t>(X) % 16 == 0;
+  };
+  return device_ok && fits(A, sam, sak) && fits(B, sbn, sbk);
+}
+
+template <class T>
+tc_status tensor_map(const char* op, CUtensorMap* map, const T* X, int64_t rows, int64_t K, int64_t stride,
+                     int box_rows) {
+  const cuuint64_t dims[2] = {cuuint64_t(K), cuuint64_t(rows)}, strides[1] = {cuuint64_t(stride) * sizeof(T)};
+  const cuuint32_t box[2] = {BK, cuuint32_t(box_rows)}, unit[2] = {1, 1};
+  const CUresult r = encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                               2, const_cast<T*>(X), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TC_REQUIRE(r == CUDA_SUCCESS, "%s: cuTensorMapEncodeTiled failed (%d) for a %lld x %lld operand", op, int(r),
+             (long long)rows, (long long)K);
+  return TC_OK;
+}
+
+template <class T>
+tc_status launch(const char* op, int64_t M, int64_t N, int64_t K, const T* A, int64_t sam, const T* B,
+                 int64_t sbn, const T* bias, T* C, cudaStream_t stream) {
+  TC_REQUIRE(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, "%s: sizes past 2^31 need the mma variant", op);
+  CUtensorMap ta, tb;
+  TC_RETURN_IF_ERROR(tensor_map(op, &ta, A, M, K, sam, BM));
+  TC_RETURN_IF_ERROR(tensor_map(op, &tb, B, N, K, sbn, BN));
+  TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                 cudaFuncSetAttribute(gemm_wgmma_kernel<T>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes))));
+  const int64_t blocks = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  gemm_wgmma_kernel<T><<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, M, N, K, bias, C);
+  return TC_OK;
+}
+}  // namespace wg
+
+// ---------------------------------------------------------------------------
 // launchers
 
 // A vector walk needs a unit stride along the walked axis, and that axis's
@@ -498,14 +670,19 @@ tc_status gemm(const char* op, tc_gemm_algo algo, int64_t M, int64_t N, int64_t 
       gemm_tiled_kernel<T><<<grid, block, 0, stream>>>(M, N, K, A, a.s0, a.s1, B, b.s0, b.s1, bs, C);
       break;
     }
+    case TC_GEMM_WGMMA:
     case TC_GEMM_MMA:
     case TC_GEMM_AUTO:
       if constexpr (sizeof(T) == 2) {
-        TC_RETURN_IF_ERROR(mma::launch<T>(op, M, N, K, A, a.s0, a.s1, B, b.s0, b.s1, bs, C, stream));
+        if (algo != TC_GEMM_MMA && wg::usable(A, a.s0, a.s1, B, b.s0, b.s1))
+          TC_RETURN_IF_ERROR(wg::launch<T>(op, M, N, K, A, a.s0, B, b.s1, bs, C, stream));
+        else
+          TC_RETURN_IF_ERROR(mma::launch<T>(op, M, N, K, A, a.s0, a.s1, B, b.s0, b.s1, bs, C, stream));
         break;
-      } else if (algo == TC_GEMM_MMA) {
+      } else if (algo != TC_GEMM_AUTO) {
         return tc_fail(TC_ERR_INVALID_ARGUMENT,
-                       "%s: the mma variant takes float16 or bfloat16 (float32 and float64 run on CUDA cores)", op);
+                       "%s: the %s variant takes float16 or bfloat16 (float32 and float64 run on CUDA cores)", op,
+                       algo == TC_GEMM_MMA ? "mma" : "wgmma");
       }
       [[fallthrough]];
     case TC_GEMM_REGTILE: {

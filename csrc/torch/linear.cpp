@@ -22,8 +22,9 @@ void check_linear(const char* op, const at::Tensor& x, const at::Tensor& weight)
 }
 
 tc_gemm_algo algo_of(const char* op, int64_t algo) {
-  TC_CHECK(algo >= TC_GEMM_AUTO && algo <= TC_GEMM_MMA, op,
-           "algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile) or 4 (mma), got %lld", (long long)algo);
+  TC_CHECK(algo >= TC_GEMM_AUTO && algo <= TC_GEMM_WGMMA, op,
+           "algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile), 4 (mma) or 5 (wgmma), got %lld",
+           (long long)algo);
   return tc_gemm_algo(algo);
 }
 
