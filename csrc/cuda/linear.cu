@@ -674,7 +674,7 @@ tc_status gemm(const char* op, tc_gemm_algo algo, int64_t M, int64_t N, int64_t 
     case TC_GEMM_MMA:
     case TC_GEMM_AUTO:
       if constexpr (sizeof(T) == 2) {
-        if (algo != TC_GEMM_MMA && wg::usable(A, a.s0, a.s1, B, b.s0, b.s1))
+        if (algo != TC_GEMM_MMA && K > 0 && wg::usable(A, a.s0, a.s1, B, b.s0, b.s1))  // TMA: no empty boxes
           TC_RETURN_IF_ERROR(wg::launch<T>(op, M, N, K, A, a.s0, B, b.s1, bs, C, stream));
         else
           TC_RETURN_IF_ERROR(mma::launch<T>(op, M, N, K, A, a.s0, a.s1, B, b.s0, b.s1, bs, C, stream));
