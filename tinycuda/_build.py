@@ -25,10 +25,25 @@ PORTABLE_ARCHS = "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
 # build's CUDA stubs and the C declarations tinycuda.capi hands to cffi.
 
 def headers(include_dir=INCLUDE):
-    """The public headers in dependency order: common.h, the families, tinycuda.h."""
+    """The public headers in dependency order: common.h, the families (each after the
+    family headers it includes, e.g. linear.h after matmul.h), tinycuda.h."""
     fams = sorted(f for f in glob.glob(os.path.join(include_dir, "tinycuda", "*.h"))
                   if os.path.basename(f) != "common.h")
-    return [os.path.join(include_dir, "tinycuda", "common.h"), *fams, os.path.join(include_dir, "tinycuda.h")]
+    ordered = []
+
+    def visit(path):
+        if path in ordered:
+            return
+        with open(path) as f:
+            for name in re.findall(r'^[ \t]*#include "(\w+\.h)"', f.read(), flags=re.M):
+                dep = os.path.join(os.path.dirname(path), name)
+                if dep in fams:
+                    visit(dep)
+        ordered.append(path)
+
+    for f in fams:
+        visit(f)
+    return [os.path.join(include_dir, "tinycuda", "common.h"), *ordered, os.path.join(include_dir, "tinycuda.h")]
 
 
 def declarations(include_dir=INCLUDE):

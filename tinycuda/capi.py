@@ -43,7 +43,7 @@ from . import _build
 __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
            "cross_entropy_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
-           "linear_backward", "relu", "relu_backward", "relu_mask", "relu_mask_backward", "rms_norm",
+           "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward", "rms_norm",
            "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
            "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
 
@@ -511,6 +511,35 @@ def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad
     _call(op, v["x"], stream, M=M, N=N, K=K, grad_y=v["grad_out"], x=v["x"], weight=v["weight"], grad_x=gxv,
           grad_weight=gwv, grad_bias=gbv, algo=algo)
     return gx, gw, gb
+
+
+def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stream=None):
+    """a @ b with tinycuda.ops.matmul's core shapes: a [M, K] or [Ba, M, K], b [K, N] or
+    [Bb, K, N], a batch of 1 broadcasting. transpose_a: a is given as its transpose
+    ([..., K, M], contiguous), read in place; transpose_b likewise ([..., N, K])."""
+    op = "matmul"
+    v = _check(op, {"a": a, "b": b})
+    va, vb = v["a"], v["b"]
+    for name, x in (("a", va), ("b", vb)):
+        if len(x.shape) not in (2, 3):
+            raise ValueError(f"tinycuda.capi.{op}: {name} must be 2-D or 3-D, got shape {x.shape}")
+
+    def dims(x, transposed):  # (batch or None, rows, cols, [batch, row, col] strides) of the logical matrix
+        *batch, r, c = x.shape
+        s = [r * c, c, 1] if not transposed else [r * c, 1, c]
+        return (batch[0] if batch else None), (c, r) if transposed else (r, c), s
+    ba, (M, K), sa = dims(va, transpose_a)
+    bb, (Kb, N), sb = dims(vb, transpose_b)
+    if Kb != K:
+        raise ValueError(f"tinycuda.capi.{op}: a's K ({K}) must equal b's ({Kb}): shapes {va.shape} and {vb.shape}")
+    if ba is not None and bb is not None and ba != bb and 1 not in (ba, bb):
+        raise ValueError(f"tinycuda.capi.{op}: batch sizes {ba} and {bb} do not broadcast")
+    batch = max(ba or 1, bb or 1) if 0 not in (ba, bb) else 0
+    sa[0], sb[0] = (sa[0] if (ba or 1) > 1 else 0), (sb[0] if (bb or 1) > 1 else 0)
+    c, cv = _array(op, "out", out, va, (M, N) if ba is None and bb is None else (batch, M, N))
+    _call(op, va, stream, batch=batch, M=M, N=N, K=K, a=va, a_stride=sa, b=vb, b_stride=sb, bias=None, c=cv,
+          algo=algo)
+    return c
 
 
 def _sum_view(op, shape, dim, keepdim):

@@ -434,6 +434,59 @@ def _linear_cuda_errors():
                       (torch.randn(4, 5, device="cuda"), torch.randn(3, 5)))]
 
 
+# (a shape, b shape): 2-D and batched, broadcast batches, vectors, empty and
+# unit dims, K past the 4097-term mark, tile remainders (the CUDA tiles are
+# 128 x 128 and 128 x 256)
+MATMUL_CASES = [
+    ((7, 33), (33, 17)), ((1, 1), (1, 1)), ((0, 5), (5, 3)), ((4, 0), (0, 3)), ((5, 3), (3, 0)),
+    ((130, 20), (20, 129)), ((12, 64), (64, 36)), ((65, 4097), (4097, 3)), ((1, 40), (40, 24)),
+    ((3, 11, 9), (3, 9, 5)), ((3, 11, 9), (9, 5)), ((11, 9), (3, 9, 5)), ((1, 11, 9), (4, 9, 5)),
+    ((2, 16, 24), (1, 24, 8)), ((2, 3, 5, 8), (8, 6)), ((2, 1, 5, 8), (3, 8, 6)),
+    ((9,), (9, 4)), ((4, 9), (9,)), ((9,), (9,)), ((2, 5, 9), (9,)),
+]
+
+
+def _transposed(t, on):
+    """t's values as the transpose (last two dims) of a contiguous tensor, when `on`."""
+    return t.mT.contiguous().mT if on and t.dim() >= 2 else t
+
+
+def _matmul_samples(device, dtype):
+    for sa, sb in MATMUL_CASES:
+        a, b = randn(sa, device, dtype), randn(sb, device, dtype, 1 / max(sa[-1], 1) ** 0.5)
+        name = f"{_shape_id(sa)}@{_shape_id(sb)}"
+        for ta, tb in ((0, 0), (1, 0), (0, 1), (1, 1)):  # torch's NN, TN, NT, TT
+            yield Sample(f"{name}-{'NT'[ta]}{'NT'[tb]}", (_transposed(a, ta), _transposed(b, tb)))
+        yield Sample(f"{name}-strided", (view(a, "strided"), view(b, "strided")), grad_out="strided")
+    a, b = randn((3, 6, 5), device, dtype), randn((3, 5, 4), device, dtype)
+    yield Sample("3x6x5@3x5x4-grad_b", (a, b), grad=(1,))
+    yield Sample("3x6x5@3x5x4-batch_view", (a[::2], b.transpose(0, 1).contiguous().transpose(0, 1)[1:]))
+
+
+def _matmul_errors():
+    f = ops.matmul
+    a = torch.randn(3, 5)
+    return [
+        ErrorCase(r"tinycuda::matmul: a's last dim \(5\) must equal b's second to last \(4\)", f,
+                  (a, torch.randn(4, 2))),
+        ErrorCase(r"tinycuda::matmul: batch sizes 2 and 3 do not broadcast", f,
+                  (torch.randn(2, 3, 4), torch.randn(3, 4, 5))),
+        ErrorCase(r"tinycuda::matmul: batch dims \(2, 3\) and \(3, 2\) do not broadcast", f,
+                  (torch.randn(2, 3, 4, 5), torch.randn(3, 2, 5, 6))),
+        ErrorCase(r"tinycuda::matmul: a and b need at least 1 dim each", f, (torch.tensor(2.0), a)),
+        ErrorCase(r"tinycuda::matmul: b has dtype BFloat16 but a has dtype Float", f, (a, a.T.bfloat16())),
+        ErrorCase(r"tinycuda::matmul: a must be float32.*Long", f, (a.long(), a.T.long())),
+        ErrorCase(r"tinycuda::matmul: a must be 2-D \[M, K\] or 3-D", torch.ops.tinycuda.matmul,
+                  (torch.randn(2, 2, 3, 5), torch.randn(5, 2))),
+        ErrorCase(r"tinycuda::matmul: algo must be 0 \(auto\)", torch.ops.tinycuda.matmul, (a, a.T), {"algo": 9}),
+    ]
+
+
+def _matmul_cuda_errors():
+    return [ErrorCase(r"tinycuda::matmul: b is on cpu but a is on cuda", ops.matmul,
+                      (torch.randn(4, 5, device="cuda"), torch.randn(5, 3)))]
+
+
 # ---------------------------------------------------------------------------
 # layer_norm, rms_norm
 
@@ -714,6 +767,11 @@ def _linear_flops(shape, mode, s):
     return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
 
 
+def _matmul_flops(shape, mode, s):
+    """(batch,) m, n, k: 2mnk a product; the backward is two more."""
+    return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * math.prod(shape)
+
+
 def _cross_entropy_bytes(shape, mode, s):
     """Read the logits once; with the gradient (made by the forward kernel)
     also write it once: N V s and 2 N V s."""
@@ -773,6 +831,11 @@ def _rms_norm_bench(sh, dt, dev):
 def _linear_bench(sh, dt, dev):
     m, n, k = sh
     return [randn((m, k), dev, dt), randn((n, k), dev, dt, 1 / k**0.5), randn(n, dev, dt)]
+
+
+def _matmul_bench(sh, dt, dev):
+    *batch, m, n, k = sh
+    return [randn((*batch, m, k), dev, dt), randn((*batch, k, n), dev, dt, 1 / k**0.5)]
 
 
 def _flce_bench(sh, dt, dev):
@@ -839,6 +902,15 @@ OPS = [
                         "all": [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
                         "cpu": [(128, 256, 128), (512, 512, 512)]},
                        _linear_bench, _linear_flops, fp32_tol=1e-3)),
+    # fp32 dot products of up to 4097 terms, as linear's
+    OpInfo("matmul", ops.matmul, torch.matmul, _matmul_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4,
+           racecheck=True, errors=_matmul_errors, cuda_errors=_matmul_cuda_errors,
+           bench=Bench({"small": [(1024, 1024, 1024)], "large": [(4096, 4096, 4096)],
+                        "all": [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+                                (8192, 4096, 4096), (8192, 14336, 4096), (8192, 4096, 14336),
+                                (8192, 128256, 4096), (32, 2048, 2048, 128)],
+                        "cpu": [(128, 256, 128), (512, 512, 512)]},
+                       _matmul_bench, _matmul_flops, fp32_tol=1e-3)),
     OpInfo("cross_entropy", ops.cross_entropy, F.cross_entropy, _cross_entropy_samples, racecheck=True,
            backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
            bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],

@@ -23,6 +23,7 @@ _ALGOS = {
     "softmax": {"online": 1, "registers": 2},       # tc_softmax_algo
     "log_softmax": {"online": 1, "registers": 2},
     "linear": {"naive": 1, "tiled": 2, "regtile": 3, "mma": 4, "wgmma": 5},  # tc_gemm_algo
+    "matmul": {"naive": 1, "tiled": 2, "regtile": 3, "mma": 4, "wgmma": 5},
 }
 
 

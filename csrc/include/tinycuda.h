@@ -14,7 +14,8 @@
  * build's CUDA stubs and the Python door (tinycuda.capi, through cffi) are
  * read from them, so nothing restates a field.
  *
- * All buffers are contiguous (row-major) arrays of one dtype. Reductions that
+ * All buffers are contiguous (row-major) arrays of one dtype, but for
+ * matmul's operands, which are described by strides. Reductions that
  * need scratch on the GPU take a workspace whose size tc_<op>_workspace_size()
  * returns for the same params (0 on the CPU).
  *

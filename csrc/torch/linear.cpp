@@ -1,7 +1,7 @@
 // linear, linear_backward: torch layer. x is [..., K], weight [N, K],
 // bias [N]; the core sees x as [M, K] with M the product of the batch dims.
 #include "tinycuda/linear.h"
-#include "torch_utils.h"
+#include "matmul_args.h"
 
 namespace {
 using namespace tc_torch;
@@ -19,13 +19,6 @@ void check_linear(const char* op, const at::Tensor& x, const at::Tensor& weight)
   TC_CHECK(x.dim() >= 1, op, "x must have at least 1 dim");
   TC_CHECK(x.size(-1) == weight.size(1), op, "x's last dim (%lld) must equal weight's in_features (%lld)",
            (long long)x.size(-1), (long long)weight.size(1));
-}
-
-tc_gemm_algo algo_of(const char* op, int64_t algo) {
-  TC_CHECK(algo >= TC_GEMM_AUTO && algo <= TC_GEMM_WGMMA, op,
-           "algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile), 4 (mma) or 5 (wgmma), got %lld",
-           (long long)algo);
-  return tc_gemm_algo(algo);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
@@ -47,7 +40,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
   call(op, xc, tc_linear_cpu, tc_linear_cuda,
        tc_linear_params{.M = M, .N = N, .K = K, .x = xc.data_ptr(), .weight = wc.data_ptr(),
                         .bias = bc.defined() ? bc.data_ptr() : nullptr, .y = y.data_ptr(),
-                        .algo = algo_of(op, algo)});
+                        .algo = gemm_algo_of(op, algo)});
   return y;
 }
 
@@ -75,7 +68,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
                                                 .grad_x = mask[0] ? gx.data_ptr() : nullptr,
                                                 .grad_weight = mask[1] ? gw.data_ptr() : nullptr,
                                                 .grad_bias = mask[2] ? gb.data_ptr() : nullptr,
-                                                .algo = algo_of(op, algo)});
+                                                .algo = gemm_algo_of(op, algo)});
   return {gx, gw, gb};
 }
 

@@ -5,23 +5,12 @@
  *   grad_weight = grad_y^T @ x           [N, K]
  *   grad_bias   = sum over M of grad_y   [N]  (the sum family's reduction;
  *                 workspace of tc_linear_backward_workspace_size() bytes)
- * All three products run through one strided GEMM, C = A @ B, with A and B
- * described by (row, col) strides, so no operand is ever transposed in memory. */
+ * All three products are the matmul family's, with the operands' strides
+ * swapped, so no operand is ever transposed in memory. */
 #ifndef TINYCUDA_LINEAR_H
 #define TINYCUDA_LINEAR_H
 #include "common.h"
-
-/* The CUDA GEMM variants, slowest to fastest, kept so a reader can measure
- * each step (tinycuda bench linear --variants). The CPU ignores this. */
-typedef enum {
-  TC_GEMM_AUTO = 0,    /* the fastest: WGMMA for fp16/bf16 (MMA where it cannot run), else REGTILE */
-  TC_GEMM_NAIVE = 1,   /* one thread per output, operands straight from memory */
-  TC_GEMM_TILED = 2,   /* 32x32 shared-memory tiles, one output per thread */
-  TC_GEMM_REGTILE = 3, /* 128x128 tiles, 8x8 outputs per thread in registers */
-  TC_GEMM_MMA = 4,     /* tensor cores (mma.sync), 4-stage cp.async pipeline; fp16/bf16 only */
-  TC_GEMM_WGMMA = 5    /* Hopper: TMA + wgmma, producer/consumer warpgroups; k-major operands on sm_90a,
-                          MMA for the rest */
-} tc_gemm_algo;
+#include "matmul.h" /* tc_gemm_algo */
 
 typedef struct {
   tc_dtype dtype;

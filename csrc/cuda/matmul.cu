@@ -1,0 +1,856 @@
+// matmul: C[z] = A[z] @ B[z] (+ bias), the GEMM every product in tinycuda runs
+// through (matmul itself; linear and its backward, csrc/cuda/linear.cu)
+//
+//   C[z, M, N] = A[z, M, K] @ B[z, K, N] (+ bias[N]),
+//     A(z, m, k) = A[z*sab + m*sam + k*sak],  B(z, k, n) = B[z*sbb + k*sbk + n*sbn],
+//   C contiguous. Accumulation in float (double for double). Any strides: a
+//   transposed operand is a stride swap and a broadcast one a batch stride of
+//   0, so no operand is copied. The batch index is the grid's last dimension
+//   (chunks of 65535 batches per launch).
+//
+// Five variants, kept to show what each step buys (bench: matmul variants;
+// H100 bf16 4096^3: regtile 41, mma 305, wgmma 658, cuBLAS 789 TFLOP/s):
+//   naive    one thread per output, K loads of A and B from global memory each:
+//            2K loads per 2K flops, bound by L1/L2 bandwidth.
+//   tiled    32x32 tiles staged in shared memory: each global element is read
+//            once per tile instead of 32 times; still 2 shared loads per FMA.
+//   regtile  128x128x8 tiles, 256 threads, 8x8 outputs per thread held in
+//            registers: 16 shared loads (4 LDS.128) feed 64 FMAs; the next
+//            tile is fetched into registers while this one is multiplied
+//            (double-buffered shared memory, one barrier per k-step).
+//            Each operand's layout (which axis has stride 1) is a template
+//            parameter picked at launch, so a thread reads its 4 elements of A
+//            and of B per tile with one 16-byte load (fp32) from a pointer
+//            computed once and bumped by a constant. The fp32 loop is 512 FFMA,
+//            32 LDS.128 and ~50 other instructions (86% FFMA) in 128 registers,
+//            so 2 blocks (16 warps) share an SM. The previous version, with
+//            per-element 64-bit index math, runtime layout branches and scalar
+//            loads, needed 147 registers (1 block/SM) and reached 24.5 TFLOP/s
+//            at 4096^3 on an H100, against 51 for cuBLAS. Operands without a
+//            unit stride or 4-element alignment take a scalar strided walk.
+//   mma      (fp16/bf16) tensor cores through mma.sync, a 4-stage cp.async ring.
+//   wgmma    (fp16/bf16, sm_90a, operands with a unit stride along k or along
+//            m/n and 16-byte aligned rows) TMA + wgmma with a producer
+//            warpgroup and two consumers; what `auto` runs where it can.
+//   fp32 and fp64 run regtile (no TF32 yet).
+// Tile loads pick the thread->element map that keeps global reads coalesced
+// for the operand's contiguous axis, and shared rows are padded by 4 floats so
+// the transposing stores hit 32 distinct banks.
+#include "tinycuda/matmul.h"
+#include "../shared/matmul_core.h"
+#include "kit/cuda_utils.cuh"
+#include "kit/mma.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+namespace {
+
+// The output tile of block `id` of a 1-D grid that walks the output in groups
+// of 8 block-rows, so that consecutive blocks share A's rows and B's columns
+// in L2 (mma and wgmma).
+struct TileOrigin {
+  int64_t m0, n0;
+};
+__device__ __forceinline__ TileOrigin grouped_tile(int64_t id, int64_t M, int64_t N, int bm, int bn) {
+  const int64_t tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn, width = 8 * tiles_n;
+  const int64_t first_m = id / width * 8, rows = min(tiles_m - first_m, int64_t(8));
+  return {(first_m + id % width % rows) * bm, id % width / rows * bn};
+}
+
+// One problem as the launchers see it: typed pointers, strides in elements.
+template <class T>
+struct Gemm {
+  int64_t batch, M, N, K;
+  const T* A;
+  int64_t sab, sam, sak;
+  const T* B;
+  int64_t sbb, sbk, sbn;
+  const T* bias;
+  T* C;
+
+  static Gemm of(const tc_matmul_params* p) {
+    return {p->batch, p->M, p->N, p->K,
+            static_cast<const T*>(p->a), p->a_stride[0], p->a_stride[1], p->a_stride[2],
+            static_cast<const T*>(p->b), p->b_stride[0], p->b_stride[1], p->b_stride[2],
+            static_cast<const T*>(p->bias), static_cast<T*>(p->c)};
+  }
+  // batches [z0, z0 + n)
+  Gemm slice(int64_t z0, int64_t n) const {
+    Gemm g = *this;
+    g.batch = n, g.A += z0 * sab, g.B += z0 * sbb, g.C += z0 * M * N;
+    return g;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// naive
+
+template <class T>
+__global__ void gemm_naive_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab,
+                                  int64_t sam, int64_t sak, const T* __restrict__ B, int64_t sbb,
+                                  int64_t sbk, int64_t sbn, const T* __restrict__ bias, T* __restrict__ C) {
+  using Acc = acc_t<T>;
+  A += blockIdx.z * sab, B += blockIdx.z * sbb, C += blockIdx.z * M * N;
+  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t m = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
+  if (m >= M || n >= N) return;
+  Acc acc = bias ? to_acc(bias[n]) : Acc(0);
+  for (int64_t k = 0; k < K; ++k) acc += to_acc(A[m * sam + k * sak]) * to_acc(B[k * sbk + n * sbn]);
+  C[m * N + n] = from_acc<T>(acc);
+}
+
+// ---------------------------------------------------------------------------
+// tiled
+
+constexpr int kTile = 32;
+
+template <class T>
+__global__ void __launch_bounds__(kTile * kTile)
+gemm_tiled_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab, int64_t sam,
+                  int64_t sak, const T* __restrict__ B, int64_t sbb, int64_t sbk, int64_t sbn,
+                  const T* __restrict__ bias, T* __restrict__ C) {
+  using Acc = acc_t<T>;
+  A += blockIdx.z * sab, B += blockIdx.z * sbb, C += blockIdx.z * M * N;
+  __shared__ Acc As[kTile][kTile + 1], Bs[kTile][kTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t m0 = blockIdx.y * int64_t(kTile), n0 = blockIdx.x * int64_t(kTile);
+  Acc acc = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += kTile) {
+    // A: tx walks k when k is A's contiguous axis, else m. Same for B with n.
+    const int am = sak == 1 ? ty : tx, ak = sak == 1 ? tx : ty;
+    As[am][ak] = (m0 + am < M && k0 + ak < K) ? to_acc(A[(m0 + am) * sam + (k0 + ak) * sak]) : Acc(0);
+    const int bk = sbn == 1 ? ty : tx, bn = sbn == 1 ? tx : ty;
+    Bs[bk][bn] = (k0 + bk < K && n0 + bn < N) ? to_acc(B[(k0 + bk) * sbk + (n0 + bn) * sbn]) : Acc(0);
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < kTile; ++k) acc += As[ty][k] * Bs[k][tx];
+    __syncthreads();
+  }
+  const int64_t m = m0 + ty, n = n0 + tx;
+  if (m < M && n < N) C[m * N + n] = from_acc<T>(acc + (bias ? to_acc(bias[n]) : Acc(0)));
+}
+
+// ---------------------------------------------------------------------------
+// regtile
+
+constexpr int BM = 128, BN = 128, BK = 8, kThreads = 256;
+constexpr int kPad = 4;  // elements of padding per shared row
+static_assert(BM == BN && BM * BK == 4 * kThreads, "each thread stages 4 elements per operand");
+
+// How a tile loader reads its operand. The launcher picks it per operand from
+// strides, sizes and alignment, so the main loop carries no layout branches.
+enum class Walk {
+  kVecK,     // unit stride along k: one 4-element vector along k per thread
+  kVecI,     // unit stride along m (A) or n (B): one vector along that axis
+  kStrided,  // anything else: 4 scalar loads along the smaller stride
+};
+
+template <class T>
+struct alignas(4 * sizeof(T)) Quad {  // fp32: one LDG.128; 16-bit: LDG.64
+  T v[4];
+};
+
+template <class Acc>
+__device__ __forceinline__ void lds4(const Acc* p, Acc (&r)[8], int at) {
+  if constexpr (sizeof(Acc) == 4) {
+    float4 v = *reinterpret_cast<const float4*>(p);
+    r[at] = v.x, r[at + 1] = v.y, r[at + 2] = v.z, r[at + 3] = v.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[at + i] = p[i];
+  }
+}
+
+template <class Acc>
+__device__ __forceinline__ void sts4(Acc* p, const Acc (&r)[4]) {
+  if constexpr (sizeof(Acc) == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = r[i];
+  }
+}
+
+// Stages the BK x 128 tile of X(k, i) = X[i*si + k*sk] (i is m for A, n for B)
+// into shared Xs[k][i], 4 elements per thread, through registers so the global
+// load of tile t+1 overlaps the FMAs of tile t. Thread t owns 4 consecutive
+// elements along its walk:
+//   along k:  i = t/2,      k = 4*(t%2) + 0..3  -> 4 STS.32 into two rows 4
+//             apart; the 132-float pitch puts those rows 16 banks apart, so a
+//             warp's 16 i x 2 rows hit 32 distinct banks.
+//   along i:  i = 4*(t%32) + 0..3, k = t/32     -> one STS.128, a warp fills
+//             512 contiguous bytes.
+// The pointer is computed once in 64 bits and then advanced by a constant per
+// tile. Bounds are one predicate per vector: the launcher only picks a vector
+// walk when that axis's extent is a multiple of 4, so a vector is all in or all
+// out. That predicate is ~4 instructions per 512 FFMAs, so interior blocks run
+// the same code as edge blocks rather than a second, unchecked copy.
+template <class T, Walk W>
+struct TileLoader {
+  using Acc = acc_t<T>;
+  const T* p;      // this thread's first element of the next tile
+  int64_t step;    // elements from one k-tile to the next
+  int64_t sj;      // elements between this thread's 4 (kStrided only)
+  int64_t i_left;  // I - (i0 + i): element j is inside while its i offset < i_left
+  int64_t k_end;   // K - k: ... and while k0 + its k offset < k_end
+  int i, k;        // this thread's first element within the tile
+  bool along_k;    // its 4 elements run along k (a constant unless kStrided)
+  Acc r[4];
+
+  __device__ __forceinline__ TileLoader(const T* X, int64_t I, int64_t K, int64_t si, int64_t sk,
+                                        int64_t i0, int t) {
+    along_k = W == Walk::kVecK || (W == Walk::kStrided && sk <= si);
+    if (W == Walk::kVecK) sk = 1;
+    if (W == Walk::kVecI) si = 1;
+    i = along_k ? t / 2 : t % 32 * 4;
+    k = along_k ? t % 2 * 4 : t / 32;
+    p = X + (i0 + i) * si + k * sk;
+    step = BK * sk;
+    sj = along_k ? sk : si;
+    i_left = I - (i0 + i);
+    k_end = K - k;
+  }
+
+  __device__ __forceinline__ void fetch(int64_t k0) {
+    if constexpr (W == Walk::kStrided) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int di = along_k ? 0 : j, dk = along_k ? j : 0;
+        r[j] = di < i_left && k0 + dk < k_end ? to_acc(p[j * sj]) : Acc(0);
+      }
+    } else {
+      const bool in = i_left > 0 && k0 < k_end;
+      const Quad<T> q = in ? *reinterpret_cast<const Quad<T>*>(p) : Quad<T>{};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = to_acc(q.v[j]);
+    }
+    p += step;
+  }
+
+  __device__ __forceinline__ void stash(Acc (*Xs)[BM + kPad]) const {
+    if (along_k) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) Xs[k + j][i] = r[j];
+    } else {
+      sts4(&Xs[k][i], r);
+    }
+  }
+};
+
+// 128x128 outputs per block, 8x8 per thread in registers: per k, 4 LDS.128
+// (rows ty*4 + {0..3, 64..67} of A, cols tx*4 + {0..3, 64..67} of B) feed 64
+// FFMAs. A warp is 4 ty x 8 tx, so its A reads cover 64 contiguous bytes and
+// its B reads 128: one shared wavefront each. fp32 fits 128 registers (64
+// accumulators, 16 fragments, 8 staged loads, pointers), so two blocks (16
+// warps) share an SM and one block's barrier is covered by the other's FMAs.
+// double needs 128 registers for accumulators alone and stays at one block.
+template <class T, Walk WA, Walk WB>
+__global__ void __launch_bounds__(kThreads, sizeof(acc_t<T>) == 4 ? 2 : 1)
+gemm_regtile_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab, int64_t sam,
+                    int64_t sak, const T* __restrict__ B, int64_t sbb, int64_t sbk, int64_t sbn,
+                    const T* __restrict__ bias, T* __restrict__ C) {
+  using Acc = acc_t<T>;
+  A += blockIdx.z * sab, B += blockIdx.z * sbb, C += blockIdx.z * M * N;
+  __shared__ __align__(16) Acc As[2][BK][BM + kPad];
+  __shared__ __align__(16) Acc Bs[2][BK][BN + kPad];
+  const int tid = threadIdx.x;
+  const int64_t m0 = blockIdx.x * int64_t(BM), n0 = blockIdx.y * int64_t(BN);
+  TileLoader<T, WA> la(A, M, K, sam, sak, m0, tid);
+  TileLoader<T, WB> lb(B, N, K, sbn, sbk, n0, tid);
+
+  const int lane = tid % 32, warp = tid / 32;
+  const int ty = warp / 2 * 4 + lane / 8, tx = warp % 2 * 8 + lane % 8;
+  Acc acc[8][8] = {};
+  if (K > 0) {
+    la.fetch(0), lb.fetch(0);
+    la.stash(As[0]), lb.stash(Bs[0]);
+    __syncthreads();
+  }
+  // Double buffering, one barrier per tile: tile t+1 is written into the buffer
+  // read during tile t-1, and every thread finished that read before the
+  // barrier that ended tile t-1. Fetch and stash are unconditional (past the
+  // last tile they load nothing and fill the idle buffer with zeros): inside a
+  // branch the compiler sank the loads below the FMAs, exposing their latency.
+  int buf = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += BK) {
+    la.fetch(k0 + BK), lb.fetch(k0 + BK);
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      Acc a[8], b[8];
+      lds4(&As[buf][k][ty * 4], a, 0);
+      lds4(&As[buf][k][ty * 4 + 64], a, 4);
+      lds4(&Bs[buf][k][tx * 4], b, 0);
+      lds4(&Bs[buf][k][tx * 4 + 64], b, 4);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+    }
+    la.stash(As[buf ^ 1]), lb.stash(Bs[buf ^ 1]);
+    __syncthreads();
+    buf ^= 1;
+  }
+
+  Acc bn[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int64_t n = n0 + tx * 4 + (j & 3) + (j >> 2) * 64;
+    bn[j] = bias && n < N ? to_acc(bias[n]) : Acc(0);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int64_t m = m0 + ty * 4 + (i & 3) + (i >> 2) * 64;
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int64_t n = n0 + tx * 4 + (j & 3) + (j >> 2) * 64;
+      if (n < N) C[m * N + n] = from_acc<T>(acc[i][j] + bn[j]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// mma: tensor cores (fp16/bf16 operands, fp32 accumulators) through mma.sync
+//
+// 128x128 outputs per block of 4 warps (2x2, 64x64 each), k-tiles of 32 in a
+// 4-stage cp.async ring: tile t+3 is in flight while tile t is multiplied.
+// Per k16 step a warp issues 8 ldmatrix.x4 (4 for A's 64 rows, 4 for B's 64
+// columns) for 32 mma.m16n8k16, i.e. 128 accumulators per thread.
+// Shared memory holds each tile as it lies in global memory, so no operand is
+// ever transposed in memory: a k-major tile (unit stride along k) is
+// [128 i][32 k], read with ldmatrix; an i-major one (unit stride along m or n)
+// is [32 k][128 i], read with ldmatrix.trans, which yields the same fragment.
+// 16-byte chunks are XOR-swizzled within a row so the 8 rows one ldmatrix
+// phase reads land in 8 different bank groups (k-major rows are 64 bytes, so
+// two rows share 128 bytes: chunk c of row r sits at c ^ (r/2 % 4); i-major
+// rows are 256 bytes: c ^ (r % 8)).
+// Operand loads: cp.async when the operand's unit-stride extent, its other
+// stride and its address are multiples of 8 elements (every 16-byte chunk is
+// then all inside the matrix or all outside, zero-filled); otherwise each
+// thread gathers its chunk element by element (any strides, ragged edges) and
+// stores it synchronously: correct for every shape, slower.
+// Blocks walk the output in groups of 8 block-rows so that consecutive blocks
+// share A's rows and B's columns in L2.
+namespace mma {
+constexpr int BM = 128, BN = 128, BK = 32, kStages = 4, kThreads = 128;
+constexpr int kTileElems = BM * BK;  // one operand's k-tile: 8 KiB in 16-bit
+constexpr size_t kSmemBytes = size_t(kStages) * 2 * kTileElems * 2;
+static_assert(BM == BN, "A and B tiles share one loader");
+
+// Element offset of 16-byte chunk `chunk` of shared row `row`.
+template <bool kKMajor>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return kKMajor ? row * BK + ((chunk ^ (row >> 1 & 3)) << 3) : row * BM + ((chunk ^ (row & 7)) << 3);
+}
+
+// One operand X(i, k) = X[i*si + k*sk], i in [0, I): its k-tiles into shared
+// memory. kThreads threads cover a tile's 512 chunks, 4 each.
+template <class T, bool kKMajor, bool kAsync>
+struct Loader {
+  const T* X;
+  int64_t I, K, si, sk, i0;
+
+  __device__ __forceinline__ void load(T* tile, int64_t k0, int tid) const {
+#pragma unroll
+    for (int j = 0; j < kTileElems / 8 / kThreads; ++j) {
+      const int q = tid + j * kThreads;
+      // k-major: row i, 4 chunks along k; i-major: row k, 16 chunks along i
+      const int row = kKMajor ? q / (BK / 8) : q / (BM / 8), chunk = kKMajor ? q % (BK / 8) : q % (BM / 8);
+      const int64_t i = i0 + (kKMajor ? row : chunk * 8), k = k0 + (kKMajor ? chunk * 8 : row);
+      T* dst = tile + swizzled<kKMajor>(row, chunk);
+      if constexpr (kAsync) {
+        const bool in = i < I && k < K;
+        cp_async16(dst, in ? X + i * si + k * sk : X, in);
+      } else {
+        alignas(16) T v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int64_t ie = kKMajor ? i : i + e, ke = kKMajor ? k + e : k;
+          v[e] = ie < I && ke < K ? X[ie * si + ke * sk] : from_acc<T>(0.0f);
+        }
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+      }
+    }
+  }
+};
+
+// ldmatrix.x4 of the 16(i) x 16(k) block at (i, k) of a tile. Lane l addresses
+// row l % 8 of matrix l / 8; kAOrder puts the matrices in A's fragment order
+// (i 0-7/k 0-7, i 8-15/k 0-7, i 0-7/k 8-15, i 8-15/k 8-15), otherwise B's two
+// n8 fragments (i 0-7/k 0-7, i 0-7/k 8-15, then i 8-15).
+template <bool kKMajor, bool kAOrder>
+__device__ __forceinline__ void load_fragment(uint32_t (&r)[4], uint32_t tile, int i, int k, int lane) {
+  const int m = lane >> 3, row = lane & 7;
+  const int di = kAOrder ? (m & 1) * 8 : (m >> 1) * 8, dk = kAOrder ? (m >> 1) * 8 : (m & 1) * 8;
+  const int off = kKMajor ? swizzled<true>(i + di + row, (k + dk) >> 3) : swizzled<false>(k + dk + row, (i + di) >> 3);
+  ldsm_x4<!kKMajor>(r, tile + off * 2);
+}
+
+template <class T, bool kAK, bool kBK, bool kAsync>
+__global__ void __launch_bounds__(kThreads, 2)
+gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab, int64_t sam,
+                int64_t sak, const T* __restrict__ B, int64_t sbb, int64_t sbk, int64_t sbn,
+                const T* __restrict__ bias, T* __restrict__ C) {
+  A += blockIdx.y * sab, B += blockIdx.y * sbb, C += blockIdx.y * M * N;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);  // stage s: A tile at 2s, B tile at 2s + 1
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  const auto [m0, n0] = grouped_tile(blockIdx.x, M, N, BM, BN);
+
+  const Loader<T, kAK, kAsync> la{A, M, K, sam, sak, m0};
+  const Loader<T, kBK, kAsync> lb{B, N, K, sbn, sbk, n0};
+  const int64_t tiles_k = (K + BK - 1) / BK;
+  auto stage = [&](int s) { return smem + 2 * s * kTileElems; };
+  auto load = [&](int64_t t) {
+    if (t < tiles_k) {
+      T* a = stage(int(t % kStages));
+      la.load(a, t * BK, tid);
+      lb.load(a + kTileElems, t * BK, tid);
+    }
+    if constexpr (kAsync) cp_async_commit();  // an empty group past the end keeps the count uniform
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) load(s);
+
+  const int wm = warp / 2 * 64, wn = warp % 2 * 64;
+  float acc[4][8][4] = {};
+  for (int64_t t = 0; t < tiles_k; ++t) {
+    if constexpr (kAsync) cp_async_wait<kStages - 2>();
+    // tile t has landed for every thread; and every warp is done with tile
+    // t - 1, whose stage the next load overwrites
+    __syncthreads();
+    load(t + kStages - 1);
+    const uint32_t a_tile = smem_addr(stage(int(t % kStages))), b_tile = a_tile + kTileElems * 2;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t a[4][4], b[4][4];
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt) load_fragment<kAK, true>(a[mt], a_tile, wm + mt * 16, kk, lane);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) load_fragment<kBK, false>(b[nt], b_tile, wn + nt * 16, kk, lane);
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) mma_16816<T>(acc[mt][nt], a[mt], b[nt / 2][nt % 2 * 2], b[nt / 2][nt % 2 * 2 + 1]);
+    }
+  }
+  if constexpr (kAsync) cp_async_wait<0>();  // no copy may land after the block exits
+
+  // epilogue: d0,d1 at (g, 2q..2q+1), d2,d3 at (g+8, ...) of each 16x8 tile;
+  // a pair is one 4-byte store when both columns are inside and N is even
+  const int g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int64_t n = n0 + wn + nt * 8 + 2 * q;
+    const float b0 = bias && n < N ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = m0 + wm + mt * 16 + g + h * 8;
+        if (m >= M || n >= N) continue;
+        T* c = C + m * N + n;
+        const T v0 = from_acc<T>(acc[mt][nt][2 * h] + b0);
+        if (n + 1 < N && N % 2 == 0) {
+          T pair[2] = {v0, from_acc<T>(acc[mt][nt][2 * h + 1] + b1)};
+          *reinterpret_cast<uint32_t*>(c) = *reinterpret_cast<const uint32_t*>(pair);
+        } else {
+          c[0] = v0;
+          if (n + 1 < N) c[1] = from_acc<T>(acc[mt][nt][2 * h + 1] + b1);
+        }
+      }
+  }
+}
+
+// kKMajor: which shared layout suits X(z, i, k) = X[z*sz + i*si + k*sk];
+// async: whether every 16-byte chunk of that layout is aligned and all-in or
+// all-out, in every batch.
+struct Layout {
+  bool k_major, async;
+};
+
+template <class T>
+Layout layout(const T* X, int64_t I, int64_t K, int64_t si, int64_t sk, int64_t sz) {
+  const bool k_major = sk == 1 || (si != 1 && sk <= si);
+  const int64_t unit = k_major ? sk : si, other = k_major ? si : sk, extent = k_major ? K : I;
+  const bool aligned = reinterpret_cast<uintptr_t>(X) % 16 == 0 && sz % 8 == 0;
+  return {k_major, unit == 1 && aligned && other % 8 == 0 && extent % 8 == 0};
+}
+
+template <class T>
+tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
+  const Layout la = layout(g.A, g.M, g.K, g.sam, g.sak, g.sab), lb = layout(g.B, g.N, g.K, g.sbn, g.sbk, g.sbb);
+  const bool async = la.async && lb.async;
+  using Kernel = void (*)(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, const T*, int64_t,
+                          int64_t, int64_t, const T*, T*);
+  // [A k-major][B k-major][async]
+  static constexpr Kernel kernels[2][2][2] = {
+      {{gemm_mma_kernel<T, false, false, false>, gemm_mma_kernel<T, false, false, true>},
+       {gemm_mma_kernel<T, false, true, false>, gemm_mma_kernel<T, false, true, true>}},
+      {{gemm_mma_kernel<T, true, false, false>, gemm_mma_kernel<T, true, false, true>},
+       {gemm_mma_kernel<T, true, true, false>, gemm_mma_kernel<T, true, true, true>}}};
+  const Kernel kernel = kernels[la.k_major][lb.k_major][async];
+  const int64_t blocks = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN);
+  TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld x %lld output is too large", op, (long long)g.M, (long long)g.N);
+  TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      int(kSmemBytes))));
+  kernel<<<dim3(unsigned(blocks), unsigned(g.batch)), kThreads, kSmemBytes, stream>>>(
+      g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb, g.sbk, g.sbn, g.bias, g.C);
+  return TC_OK;
+}
+}  // namespace mma
+
+// ---------------------------------------------------------------------------
+// wgmma: Hopper's warpgroup tensor-core instruction fed by TMA (sm_90a)
+//
+// 128x256 outputs per block of 3 warpgroups: one producer whose single thread
+// issues TMA copies of A's 128x64 and B's 256x64 k-tiles into a 4-stage ring
+// (48 KiB a stage), and two consumers that each multiply 64 rows of A by all
+// of B with wgmma.m64n256k16 (4 per k-tile), 128 fp32 accumulators per thread.
+// The stages are handed over with mbarriers: `full` completes when a stage's
+// bytes have landed, `empty` when both consumers are done reading it. The
+// producer gives its registers to the consumers (setmaxnreg 40 / 232): 128
+// accumulators plus addressing do not fit the 168 a 384-thread block gets.
+// TMA zero-fills boxes past the matrix's edge, so ragged M, N and K need no
+// code. Either operand may be k-major (unit stride along k: x and W of
+// linear's forward) or m/n-major (unit stride along m or n: the backward's
+// W and x, a transposed matmul operand); wgmma reads the latter with its
+// transpose bit, so every layout runs here. TMA needs the other strides and
+// the addresses to be multiples of 16 bytes; what misses that runs mma.
+namespace wg {
+constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kConsumers = 2, kThreads = 128 * (kConsumers + 1);
+constexpr int kATile = BM * BK, kBTile = BN * BK;  // elements
+constexpr int kBox = 64;                           // an m/n-major box is 64 elements (128 bytes) wide
+constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + 1024;  // + slack to align to 1 KiB
+
+// k-tile t of one operand into a stage: a k-major operand is one [rows][64 k]
+// box; an m/n-major one is rows/64 boxes of [64 k][64 i], 8 KiB apart.
+template <bool kMN, int kRows, class T>
+__device__ __forceinline__ void load_tile(T* dst, const CUtensorMap* map, int t, int64_t i0, int z,
+                                          uint64_t* bar) {
+  if constexpr (kMN) {
+#pragma unroll
+    for (int h = 0; h < kRows / kBox; ++h) tma_load_3d(dst + h * kBox * BK, map, int(i0) + h * kBox, t * BK, z, bar);
+  } else {
+    tma_load_3d(dst, map, t * BK, int(i0), z, bar);
+  }
+}
+
+// Descriptor of the 16-deep k slice at kk of a tile as load_tile leaves it:
+// k-major rows are 128 bytes, so kk moves 2*kk bytes inside a swizzle atom;
+// m/n-major tiles hold 8-k row groups 1 KiB apart, so kk moves kk 128-byte
+// rows, and the next 64 of m or n lie one 8 KiB box further.
+template <bool kMN, class T>
+__device__ __forceinline__ uint64_t tile_desc(const T* tile, int kk) {
+  return kMN ? wgmma_desc_mn(tile + kk * kBox, kBox * BK * sizeof(T)) : wgmma_desc(tile + kk);
+}
+
+// kTA: A is m-major (unit stride along m); kTB: B is n-major.
+template <class T, bool kTA, bool kTB>
+__global__ void __launch_bounds__(kThreads, 1)
+gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                  int64_t M, int64_t N, int64_t K, const T* __restrict__ bias, T* __restrict__ C) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
+  T* sa = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* sb = sa + kStages * kATile;
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int z = blockIdx.y;
+  const auto [m0, n0] = grouped_tile(blockIdx.x, M, N, BM, BN);
+  const int tiles_k = int((K + BK - 1) / BK);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumers);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // producer
+    setmaxnreg_dec<40>();
+    if (tid == 0)
+      for (int t = 0; t < tiles_k; ++t) {
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+        mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
+        load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, m0, z, &full[s]);
+        load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, n0, z, &full[s]);
+      }
+    return;
+  }
+
+  setmaxnreg_inc<232>();
+  const int c = warpgroup - 1;
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  // Tile t's wgmmas are issued while tile t-1's may still run (wait<1>), so
+  // the tensor cores do not drain between k-tiles; a stage goes back to the
+  // producer once the group that read it has completed.
+  for (int t = 0; t < tiles_k; ++t) {
+    const int s = t % kStages;
+    mbar_wait(&full[s], (t / kStages) & 1);
+    wgmma_pin(d);
+    wgmma_fence();
+    const T* a_tile = sa + s * kATile + c * 64 * BK;  // this consumer's 64 rows (either layout)
+    const T* b_tile = sb + s * kBTile;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16)
+      wgmma_64x256<T, kTA, kTB>(d, tile_desc<kTA>(a_tile, kk), tile_desc<kTB>(b_tile, kk));
+    wgmma_commit();
+    wgmma_wait<1>();
+    wgmma_pin(d);
+    if (t > 0 && tid == 0) mbar_arrive(&empty[(t - 1) % kStages]);
+  }
+  wgmma_wait<0>();
+  wgmma_pin(d);
+
+  // d[4j..4j+3]: the 8 columns 8j.. of rows g and g + 8 of this warp's 16 (as mma's)
+  C += int64_t(z) * M * N;
+  const int g = tid % 32 / 4, q = tid % 4;
+  const int64_t row0 = m0 + c * 64 + tid / 32 * 16 + g;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int64_t n = n0 + 8 * j + 2 * q;
+    if (n >= N) continue;
+    const float b0 = bias ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = row0 + 8 * h;
+      if (m >= M) continue;
+      T* out = C + m * N + n;
+      const T v0 = from_acc<T>(d[4 * j + 2 * h] + b0);
+      if (n + 1 < N && N % 2 == 0) {
+        T pair[2] = {v0, from_acc<T>(d[4 * j + 2 * h + 1] + b1)};
+        *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(pair);
+      } else {
+        out[0] = v0;
+        if (n + 1 < N) out[1] = from_acc<T>(d[4 * j + 2 * h + 1] + b1);
+      }
+    }
+  }
+#endif
+}
+
+// The driver's tensor-map encoder, found through the runtime (no -lcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// How TMA can read X(z, i, k) = X[z*sz + i*si + k*sk]: k-major (unit stride
+// along k) or m/n-major (along i), the other strides and the address
+// multiples of 16 bytes; kNone when neither.
+enum class Major { kK, kMN, kNone };
+
+template <class T>
+Major major(const T* X, int64_t si, int64_t sk, int64_t sz, int64_t batch) {
+  if (reinterpret_cast<uintptr_t>(X) % 16 != 0 || (batch > 1 && sz % 8 != 0)) return Major::kNone;
+  if (sk == 1 && si % 8 == 0) return Major::kK;
+  if (si == 1 && sk % 8 == 0) return Major::kMN;
+  return Major::kNone;
+}
+
+// One operand's 3-D map, innermost first: k-major (K, rows, batch) in
+// [box_rows][64 k] boxes, m/n-major (rows, K, batch) in [64 k][64 i] boxes.
+// False when the driver refuses it (the caller then runs mma).
+template <class T>
+bool tensor_map(CUtensorMap* map, const T* X, Major mj, int64_t rows, int64_t K, int64_t si, int64_t sk,
+                int64_t sz, int64_t batch, int box_rows) {
+  const bool mn = mj == Major::kMN;
+  const int64_t outer = mn ? sk : si, inner_extent = mn ? rows : K, outer_extent = mn ? K : rows;
+  if (batch == 1) sz = outer * outer_extent;  // never stepped: any legal stride
+  const cuuint64_t dims[3] = {cuuint64_t(inner_extent), cuuint64_t(outer_extent), cuuint64_t(batch)};
+  const cuuint64_t strides[2] = {cuuint64_t(outer) * sizeof(T), cuuint64_t(sz) * sizeof(T)};
+  const cuuint32_t box[3] = {cuuint32_t(mn ? kBox : BK), cuuint32_t(mn ? BK : box_rows), 1}, unit[3] = {1, 1, 1};
+  return encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                   3, const_cast<T*>(X), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <class T, bool kTA, bool kTB>
+tc_status run(const char* op, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g,
+              cudaStream_t stream) {
+  auto kernel = gemm_wgmma_kernel<T, kTA, kTB>;
+  TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      int(kSmemBytes))));
+  const int64_t blocks = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN);
+  kernel<<<dim3(unsigned(blocks), unsigned(g.batch)), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K,
+                                                                                       g.bias, g.C);
+  return TC_OK;
+}
+
+// Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
+// device or problem cannot run it (the caller then runs mma).
+template <class T>
+tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran) {
+  *ran = false;
+  static const bool device_ok = [] {
+    int dev = 0, major = 0;
+    cudaFuncAttributes attr{};
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
+           cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T, false, false>) == cudaSuccess &&
+           attr.binaryVersion == 90 && encoder() != nullptr;
+  }();
+  // TMA coordinates are 32-bit, and a 0-wide box does not encode
+  if (!device_ok || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX || g.K > INT32_MAX) return TC_OK;
+  const Major ma = major(g.A, g.sam, g.sak, g.sab, g.batch), mb = major(g.B, g.sbn, g.sbk, g.sbb, g.batch);
+  CUtensorMap ta, tb;
+  if (ma == Major::kNone || mb == Major::kNone ||
+      !tensor_map(&ta, g.A, ma, g.M, g.K, g.sam, g.sak, g.sab, g.batch, BM) ||
+      !tensor_map(&tb, g.B, mb, g.N, g.K, g.sbn, g.sbk, g.sbb, g.batch, BN))
+    return TC_OK;
+  *ran = true;
+  const bool a_mn = ma == Major::kMN, b_mn = mb == Major::kMN;
+  if (!a_mn) return b_mn ? run<T, false, true>(op, ta, tb, g, stream) : run<T, false, false>(op, ta, tb, g, stream);
+  return b_mn ? run<T, true, true>(op, ta, tb, g, stream) : run<T, true, false>(op, ta, tb, g, stream);
+}
+}  // namespace wg
+
+// ---------------------------------------------------------------------------
+// split-K: C = bias + the sum of the slices' partial products, in slice order
+// (the same bits every run), one output per thread of a grid-stride loop.
+
+template <class T>
+__global__ void split_k_sum_kernel(int64_t MN, int64_t N, int64_t splits, const T* __restrict__ W,
+                                   const T* __restrict__ bias, T* __restrict__ C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < MN; i += int64_t(gridDim.x) * blockDim.x) {
+    T acc = W[i];
+    for (int64_t s = 1; s < splits; ++s) acc += W[s * MN + i];
+    C[i] = bias ? acc + bias[i % N] : acc;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// launchers
+
+// A vector walk needs a unit stride along the walked axis, and that axis's
+// extent, the other strides and the pointer all multiples of 4 elements, so
+// each 4-element load is aligned and either fully inside the matrix or fully
+// out. If either operand misses this both go scalar (5 instantiations per
+// type, not 9).
+template <class T>
+Walk walk(const T* X, int64_t I, int64_t K, int64_t si, int64_t sk, int64_t sz) {
+  if (reinterpret_cast<uintptr_t>(X) % sizeof(Quad<T>) != 0 || sz % 4 != 0) return Walk::kStrided;
+  if (sk == 1 && K % 4 == 0 && si % 4 == 0) return Walk::kVecK;
+  if (si == 1 && I % 4 == 0 && sk % 4 == 0) return Walk::kVecI;
+  return Walk::kStrided;
+}
+
+template <class T>
+tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream);
+
+// The regtile kernel over K's slices as a batch (slice z reads A and B from
+// k = z*chunk on, writes W[z]), the last, shorter slice on its own, then the
+// sum. Float and double only: the partials are the output type.
+template <class T>
+tc_status launch_split_k(const char* op, const Gemm<T>& g, SplitK plan, T* W, cudaStream_t stream) {
+  const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
+  Gemm<T> s = g;
+  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
+  s.C = W;
+  TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
+  if (rest > 0) {
+    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb, s.C = W + full * MN;
+    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
+  }
+  const int64_t blocks = std::min<int64_t>((MN + 255) / 256, 132 * 8);
+  split_k_sum_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(MN, g.N, plan.splits, W, g.bias, g.C);
+  return TC_OK;
+}
+
+// One launch of `algo` over g.batch <= 65535 batches.
+template <class T>
+tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream) {
+  const unsigned nz = unsigned(g.batch);
+  switch (algo) {
+    case TC_GEMM_NAIVE: {
+      dim3 block(16, 16), grid(unsigned((g.N + 15) / 16), unsigned((g.M + 15) / 16), nz);
+      TC_REQUIRE((g.M + 15) / 16 <= 65535, "%s: M = %lld too large for the naive variant", op, (long long)g.M);
+      gemm_naive_kernel<T><<<grid, block, 0, stream>>>(g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb,
+                                                       g.sbk, g.sbn, g.bias, g.C);
+      return TC_OK;
+    }
+    case TC_GEMM_TILED: {
+      dim3 block(kTile, kTile), grid(unsigned((g.N + kTile - 1) / kTile), unsigned((g.M + kTile - 1) / kTile), nz);
+      TC_REQUIRE((g.M + kTile - 1) / kTile <= 65535, "%s: M = %lld too large for the tiled variant", op,
+                 (long long)g.M);
+      gemm_tiled_kernel<T><<<grid, block, 0, stream>>>(g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb,
+                                                       g.sbk, g.sbn, g.bias, g.C);
+      return TC_OK;
+    }
+    case TC_GEMM_WGMMA:
+    case TC_GEMM_MMA:
+    case TC_GEMM_AUTO:
+      if constexpr (sizeof(T) == 2) {
+        bool ran = false;
+        if (algo != TC_GEMM_MMA) TC_RETURN_IF_ERROR(wg::launch<T>(op, g, stream, &ran));
+        return ran ? TC_OK : mma::launch<T>(op, g, stream);
+      } else if (algo != TC_GEMM_AUTO) {
+        return tc_fail(TC_ERR_INVALID_ARGUMENT,
+                       "%s: the %s variant takes float16 or bfloat16 (float32 and float64 run on CUDA cores)", op,
+                       algo == TC_GEMM_MMA ? "mma" : "wgmma");
+      }
+      [[fallthrough]];
+    case TC_GEMM_REGTILE: {
+      dim3 grid(unsigned((g.M + BM - 1) / BM), unsigned((g.N + BN - 1) / BN), nz);
+      TC_REQUIRE((g.N + BN - 1) / BN <= 65535, "%s: N = %lld too large", op, (long long)g.N);
+      const Walk wa = walk<T>(g.A, g.M, g.K, g.sam, g.sak, g.sab), wb = walk<T>(g.B, g.N, g.K, g.sbn, g.sbk, g.sbb);
+      auto kernel = gemm_regtile_kernel<T, Walk::kStrided, Walk::kStrided>;
+      if (wa != Walk::kStrided && wb != Walk::kStrided)
+        kernel = wa == Walk::kVecK
+                     ? (wb == Walk::kVecK ? gemm_regtile_kernel<T, Walk::kVecK, Walk::kVecK>
+                                          : gemm_regtile_kernel<T, Walk::kVecK, Walk::kVecI>)
+                     : (wb == Walk::kVecK ? gemm_regtile_kernel<T, Walk::kVecI, Walk::kVecK>
+                                          : gemm_regtile_kernel<T, Walk::kVecI, Walk::kVecI>);
+      kernel<<<grid, kThreads, 0, stream>>>(g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb, g.sbk, g.sbn,
+                                            g.bias, g.C);
+      return TC_OK;
+    }
+    default:
+      return tc_fail(TC_ERR_INVALID_ARGUMENT, "%s: unknown algo %d", op, int(algo));
+  }
+}
+
+}  // namespace
+
+tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
+  TC_RETURN_IF_ERROR(matmul_check(op, p));
+  const tc_matmul_params q = fold_batch(*p);
+  return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    const Gemm<T> g = Gemm<T>::of(&q);
+    if (g.batch * g.M * g.N == 0) return TC_OK;
+    const cudaStream_t stream = as_stream(p->stream);
+    if constexpr (sizeof(T) >= 4) {
+      const SplitK plan = split_k(q);
+      if (plan.splits > 1 && q.workspace && q.workspace_bytes >= split_k_bytes(q)) {
+        TC_RETURN_IF_ERROR(launch_split_k<T>(op, g, plan, static_cast<T*>(q.workspace), stream));
+        return check_launch(op);
+      }
+    }
+    constexpr int64_t kMaxBatch = 65535;  // the grid's y and z limit
+    for (int64_t z0 = 0; z0 < g.batch; z0 += kMaxBatch) {
+      TC_RETURN_IF_ERROR(launch<T>(op, p->algo, g.slice(z0, std::min(kMaxBatch, g.batch - z0)), stream));
+      TC_RETURN_IF_ERROR(check_launch(op));
+    }
+    return TC_OK;
+  });
+}
+
+tc_status tc_matmul_cuda(const tc_matmul_params* p) { return matmul_cuda("matmul", p); }

@@ -1,0 +1,52 @@
+/* matmul family: C = A @ B, batched (torch.matmul / torch.bmm), and the GEMM
+ * every other product in tinycuda runs through (linear, its backward).
+ *
+ *   C[z, m, n] = sum_k A(z, m, k) * B(z, k, n)  (+ bias[n])   z < batch
+ *   A(z, m, k) = a[z*a_stride[0] + m*a_stride[1] + k*a_stride[2]]
+ *   B(z, k, n) = b[z*b_stride[0] + k*b_stride[1] + n*b_stride[2]]
+ *   C [batch, M, N] contiguous. Strides are in elements, any sign-free values:
+ *   a transposed operand is a stride swap, a broadcast one a batch stride of 0,
+ *   so nothing is copied. Accumulation in float (double for double).
+ * Few output tiles and a long K (float32/float64 on CUDA) split K across
+ * blocks; the partial products are added in a fixed order (deterministic).
+ * Backward is two more products of this family with swapped strides:
+ *   grad_A = grad_C @ B^T,  grad_B = A^T @ grad_C
+ * (summed over z where an operand was broadcast). */
+#ifndef TINYCUDA_MATMUL_H
+#define TINYCUDA_MATMUL_H
+#include "common.h"
+
+/* The CUDA GEMM variants, slowest to fastest, kept so a reader can measure
+ * each step (tinycuda bench matmul --impls variants). The CPU ignores this. */
+typedef enum {
+  TC_GEMM_AUTO = 0,    /* the fastest: WGMMA for fp16/bf16 (MMA where it cannot run), else REGTILE */
+  TC_GEMM_NAIVE = 1,   /* one thread per output, operands straight from memory */
+  TC_GEMM_TILED = 2,   /* 32x32 shared-memory tiles, one output per thread */
+  TC_GEMM_REGTILE = 3, /* 128x128 tiles, 8x8 outputs per thread in registers */
+  TC_GEMM_MMA = 4,     /* tensor cores (mma.sync), 4-stage cp.async pipeline; fp16/bf16 only */
+  TC_GEMM_WGMMA = 5    /* Hopper: TMA + wgmma, producer/consumer warpgroups; on sm_90a for operands
+                          with 16-byte aligned rows along k or along m/n, MMA for the rest */
+} tc_gemm_algo;
+
+typedef struct {
+  tc_dtype dtype;
+  int64_t batch, M, N, K;
+  const void* a;
+  int64_t a_stride[3]; /* batch, m, k */
+  const void* b;
+  int64_t b_stride[3]; /* batch, k, n */
+  const void* bias;    /* [N] or NULL: added to every row */
+  void* c;
+  void* workspace; /* CUDA float32/float64 split-K partials; NULL (or too small): no split */
+  size_t workspace_bytes;
+  tc_gemm_algo algo;
+  void* stream;
+} tc_matmul_params;
+
+TC_API tc_status tc_matmul_cpu(const tc_matmul_params* p);
+TC_API tc_status tc_matmul_cuda(const tc_matmul_params* p);
+/* Bytes of workspace with which tc_matmul_cuda splits K across blocks (0: it
+ * would not): float32/float64 products with few output tiles and a long K. */
+TC_API size_t tc_matmul_workspace_size(const tc_matmul_params* p);
+
+#endif

@@ -1,0 +1,100 @@
+"""matmul beyond the op table (tests/test_ops.py): the CUDA GEMM's kept
+variants on every operand layout (the wgmma kernel reads m/n-major operands
+through its transpose bits), batches past the grid's limit, outputs that must
+be written everywhere, and accuracy against float64 at long K."""
+import pytest
+import torch
+
+import tinycuda
+from conftest import HAS_CUDA, check_op, requires_cuda
+from tinycuda import variants
+
+pytestmark = pytest.mark.racecheck
+
+LAYOUTS = ["NN", "TN", "NT", "TT"]  # a, b: N as given, T the transpose of a contiguous tensor
+
+
+def _operands(shape_a, shape_b, layout, device, dtype):
+    def make(shape, transposed):
+        t = torch.randn(shape, device=device)
+        return (t.mT.contiguous().mT if transposed else t).to(dtype)
+    return make(shape_a, layout[0] == "T"), make(shape_b, layout[1] == "T") / shape_a[-1] ** 0.5
+
+
+# Every extent a multiple of 8 ((256, 64, 136), the batched one) lets TMA read
+# the operands in any layout: the wgmma kernel runs all four; (300, 72, 264)
+# leaves ragged 128 x 256 tiles; (129, 1000, 264) runs K over many 4-stage
+# rounds; (33, 17, 129) takes the mma gather path.
+@requires_cuda
+@pytest.mark.parametrize("variant", variants.names("matmul"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("sa,sb", [((1, 1), (1, 1)), ((33, 17), (17, 129)), ((256, 64), (64, 136)),
+                                   ((300, 72), (72, 264)), ((129, 1000), (1000, 264)),
+                                   ((3, 130, 72), (3, 72, 136)), ((136, 64), (3, 64, 264))], ids=str)
+def test_matmul_cuda_variants(dtype, variant, layout, sa, sb):
+    a, b = _operands(sa, sb, layout, "cuda", dtype)
+    if variant in ("mma", "wgmma") and dtype == torch.float32:
+        with pytest.raises(RuntimeError, match=rf"tinycuda::matmul: .*the {variant} variant takes float16 or bfloat16"):
+            variants.call("matmul", variant, a, b)
+        return
+    check_op(variants.get("matmul", variant), torch.matmul, [a, b], rtol32=1e-4, atol32=1e-3, grad_atol32=2e-3)
+
+
+def _devices():
+    return ["cpu"] + (["cuda"] if HAS_CUDA else [])
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_matmul_batches_past_the_grid_limit(device, dtype):
+    """70000 batches: CUDA launches them in chunks of 65535 (the grid's y/z limit)."""
+    a, b = _operands((70000, 3, 5), (70000, 5, 2), "NN", device, dtype)
+    check_op(tinycuda.matmul, torch.matmul, [a, b], grad=False, rtol32=1e-4, atol32=1e-4)
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_matmul_writes_every_output(device, dtype, layout):
+    """Into a NaN-filled output (capi's out=), every variant writes every element."""
+    from tinycuda import capi
+    a, b = _operands((300, 72), (72, 264), "NN", device, dtype)
+    ta, tb = layout[0] == "T", layout[1] == "T"
+    ga = a.mT.contiguous() if ta else a  # capi takes the transposed operand contiguous
+    gb = b.mT.contiguous() if tb else b
+    ref = torch.matmul(a.double(), b.double())
+    algos = [0] if device == "cpu" else [0, *variants._ALGOS["matmul"].values()]
+    for algo in algos:
+        if algo in (4, 5) and dtype == torch.float32:
+            continue
+        out = torch.full((300, 264), float("nan"), device=device, dtype=dtype)
+        if device == "cpu" and dtype == torch.bfloat16:  # NumPy has no bfloat16: the op itself
+            out.copy_(torch.ops.tinycuda.matmul(ga.mT if ta else ga, gb.mT if tb else gb, algo=algo))
+        else:
+            arrays = (lambda t: t.numpy()) if device == "cpu" else (lambda t: t)
+            capi.matmul(arrays(ga), arrays(gb), transpose_a=ta, transpose_b=tb, out=arrays(out), algo=algo)
+        assert not out.isnan().any(), f"algo {algo}: {int(out.isnan().sum())} outputs not written"
+        err = (out.double() - ref).norm() / ref.norm()
+        assert err < (1e-5 if dtype == torch.float32 else 1e-2), (algo, float(err))
+
+
+# The issue's accuracy rule: relative Frobenius error against float64 under
+# 1e-5 (fp32) / 1e-2 (fp16, bf16), and a max error at most 2x torch's own in
+# the same precision, with K long enough that one accumulator walks far.
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("m,n,k", [(64, 48, 40), (128, 96, 4099), (64, 64, 65536)], ids=str)
+def test_matmul_accuracy_against_float64(device, dtype, m, n, k):
+    a, b = torch.randn(m, k, device=device).to(dtype), torch.randn(k, n, device=device).to(dtype)
+    ref = a.double() @ b.double()
+    ours, theirs = tinycuda.matmul(a, b).double(), (a @ b).double()
+    rel = float((ours - ref).norm() / ref.norm())
+    assert rel < (1e-5 if dtype == torch.float32 else 1e-2), rel
+    assert (ours - ref).abs().max() <= 2 * (theirs - ref).abs().max() + 1e-12
+
+
+def test_matmul_vectors_and_broadcasts_match_torch():
+    """torch.matmul's shape rules, which tinycuda.matmul reduces to the op's 2-D/3-D."""
+    for sa, sb in [((5,), (5,)), ((5,), (2, 5, 3)), ((2, 1, 4, 5), (5, 3)), ((4, 5), (2, 3, 5, 6)),
+                   ((2, 3, 4, 5), (5,)), ((1, 2, 4, 5), (3, 1, 5, 2))]:
+        a, b = torch.randn(sa, dtype=torch.float64), torch.randn(sb, dtype=torch.float64)
+        got, want = tinycuda.matmul(a, b), torch.matmul(a, b)
+        assert got.shape == want.shape, (sa, sb)
+        torch.testing.assert_close(got, want)
