@@ -76,11 +76,23 @@ def test_matmul_writes_every_output(device, dtype, layout):
         assert err < (1e-5 if dtype == torch.float32 else 1e-2), (algo, float(err))
 
 
+# One output column or row: the CUDA GEMV kernel when the matrix is k-major
+# (NN with n = 1, NT with m = 1), its K split across blocks when few rows
+# would not fill the GPU (3 x 1 x 50000), vectorized or not (K = 4099 is odd).
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("sa,sb", [((300, 4099), (4099, 1)), ((3, 50000), (50000, 1)), ((1, 4099), (4099, 300)),
+                                   ((1, 50000), (50000, 3)), ((1, 7), (7, 1)), ((5, 32), (32, 1))], ids=str)
+def test_matmul_gemv(device, dtype, layout, sa, sb):
+    a, b = _operands(sa, sb, layout, device, dtype)
+    check_op(tinycuda.matmul, torch.matmul, [a, b], rtol32=1e-4, atol32=1e-4, grad_atol32=1e-3)
+
+
 # The accuracy rule: relative Frobenius error against float64 under
 # 1e-5 (fp32) / 1e-2 (fp16, bf16), and a max error at most 2x torch's own in
 # the same precision, with K long enough that one accumulator walks far.
 @pytest.mark.parametrize("device", _devices())
-@pytest.mark.parametrize("m,n,k", [(64, 48, 40), (128, 96, 4099), (64, 64, 65536)], ids=str)
+@pytest.mark.parametrize("m,n,k", [(64, 48, 40), (128, 96, 4099), (64, 64, 65536), (256, 1, 262144)], ids=str)
 def test_matmul_accuracy_against_float64(device, dtype, m, n, k):
     a, b = torch.randn(m, k, device=device).to(dtype), torch.randn(k, n, device=device).to(dtype)
     ref = a.double() @ b.double()

@@ -72,5 +72,5 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
 tc_status tc_matmul_cpu(const tc_matmul_params* p) { return matmul_cpu("matmul", p); }
 
 size_t tc_matmul_workspace_size(const tc_matmul_params* p) {
-  return p ? split_k_bytes(fold_batch(*p)) : 0;
+  return p ? matmul_workspace_bytes(fold_batch(*p)) : 0;
 }

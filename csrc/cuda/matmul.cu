@@ -40,6 +40,8 @@
 #include "../shared/matmul_core.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/mma.cuh"
+#include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -723,17 +725,100 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ra
 }  // namespace wg
 
 // ---------------------------------------------------------------------------
-// split-K: C = bias + the sum of the slices' partial products, in slice order
-// (the same bits every run), one output per thread of a grid-stride loop.
+// gemv: y[r] = sum_k X[r*sx + k] * v[k*sv] (+ bias[r*sbias]), one 256-thread
+// block per (row, K slice): the matrix is read once, in 16-byte vectors when
+// its rows and v allow (kVec), each thread summing every 256th vector of its
+// slice before the block's fixed-order reduction. A slice of a split K
+// writes its sum to partial[slice][r] instead (float, double for double).
+
+template <class T, bool kVec>
+__global__ void __launch_bounds__(256)
+gemv_kernel(int64_t rows, int64_t K, int64_t chunk, const T* __restrict__ X, int64_t sx, const T* __restrict__ v,
+            int64_t sv, const T* __restrict__ bias, int64_t sbias, T* __restrict__ y, acc_t<T>* __restrict__ partial) {
+  using Acc = acc_t<T>;
+  __shared__ Acc scratch[32];
+  const int64_t r = blockIdx.x, k0 = blockIdx.y * chunk, k1 = min(K, k0 + chunk);
+  const T* x = X + r * sx;
+  Acc acc = 0;
+  if constexpr (kVec) {
+    constexpr int V = Vec<T>::size;
+#pragma unroll 4
+    for (int64_t k = k0 + threadIdx.x * V; k < k1; k += 256 * V) {
+      const Vec<T> a = load_vec<T>(x + k), b = load_vec<T>(v + k);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc += to_acc(a.v[j]) * to_acc(b.v[j]);
+    }
+  } else {
+    for (int64_t k = k0 + threadIdx.x; k < k1; k += 256) acc += to_acc(x[k]) * to_acc(v[k * sv]);
+  }
+  acc = block_reduce(acc, Sum(), Acc(0), scratch, 256 / 32);
+  if (threadIdx.x != 0) return;
+  if (partial)
+    partial[blockIdx.y * rows + r] = acc;
+  else
+    y[r] = from_acc<T>(acc + (bias ? to_acc(bias[r * sbias]) : Acc(0)));
+}
+
+// ---------------------------------------------------------------------------
+// split K (split-K tiles and split GEMVs): out = bias + the sum of the
+// slices' partials, in slice order (the same bits every run), one output per
+// thread of a grid-stride loop.
 
 template <class T>
-__global__ void split_k_sum_kernel(int64_t MN, int64_t N, int64_t splits, const T* __restrict__ W,
-                                   const T* __restrict__ bias, T* __restrict__ C) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < MN; i += int64_t(gridDim.x) * blockDim.x) {
-    T acc = W[i];
-    for (int64_t s = 1; s < splits; ++s) acc += W[s * MN + i];
-    C[i] = bias ? acc + bias[i % N] : acc;
+__global__ void sum_slices_kernel(int64_t outputs, int64_t N, int64_t splits, const acc_t<T>* __restrict__ W,
+                                  const T* __restrict__ bias, T* __restrict__ out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < outputs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    acc_t<T> acc = W[i];
+    for (int64_t s = 1; s < splits; ++s) acc += W[s * outputs + i];
+    out[i] = from_acc<T>(bias ? acc + to_acc(bias[i % N]) : acc);
   }
+}
+
+template <class T>
+void sum_slices(int64_t outputs, int64_t N, int64_t splits, const acc_t<T>* W, const T* bias, T* out,
+                cudaStream_t stream) {
+  const int64_t blocks = std::min<int64_t>((outputs + 255) / 256, 132 * 8);
+  sum_slices_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(outputs, N, splits, W, bias, out);
+}
+
+template <class T>
+tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T>* W, cudaStream_t stream) {
+  const bool of_a = g.N == 1 && g.sak == 1;  // y = A v; else y = u B, B's columns as the rows
+  const T* X = of_a ? g.A : g.B;
+  const T* v = of_a ? g.B : g.A;
+  const int64_t sx = of_a ? g.sam : g.sbn, sv = of_a ? g.sbk : g.sak;
+  constexpr int V = Vec<T>::size;
+  const bool vec = sv == 1 && sx % V == 0 && g.K % V == 0 && reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(v) % 16 == 0;
+  const dim3 grid(unsigned(plan.rows), unsigned(plan.splits));
+  TC_REQUIRE(plan.rows <= INT32_MAX, "%s: %lld outputs is too many for one launch", op, (long long)plan.rows);
+  auto kernel = vec ? gemv_kernel<T, true> : gemv_kernel<T, false>;
+  kernel<<<grid, 256, 0, stream>>>(plan.rows, g.K, plan.chunk, X, sx, v, sv, g.bias, g.N == 1 ? 0 : 1, g.C,
+                                   plan.splits > 1 ? W : nullptr);
+  if (plan.splits > 1) sum_slices<T>(plan.rows, g.N, plan.splits, W, g.bias, g.C, stream);
+  return TC_OK;
+}
+
+template <class T>
+tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream);
+
+// The regtile kernel over K's slices as a batch (slice z reads A and B from
+// k = z*chunk on and writes W[z]: the partials are the output type, so float
+// and double only), the last, shorter slice on its own, then the sum.
+template <class T>
+tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, T* W, cudaStream_t stream) {
+  const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
+  Gemm<T> s = g;
+  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
+  s.C = W;
+  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
+  if (rest > 0) {
+    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb, s.C = W + full * MN;
+    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
+  }
+  sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
+  return TC_OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -750,28 +835,6 @@ Walk walk(const T* X, int64_t I, int64_t K, int64_t si, int64_t sk, int64_t sz) 
   if (sk == 1 && K % 4 == 0 && si % 4 == 0) return Walk::kVecK;
   if (si == 1 && I % 4 == 0 && sk % 4 == 0) return Walk::kVecI;
   return Walk::kStrided;
-}
-
-template <class T>
-tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream);
-
-// The regtile kernel over K's slices as a batch (slice z reads A and B from
-// k = z*chunk on, writes W[z]), the last, shorter slice on its own, then the
-// sum. Float and double only: the partials are the output type.
-template <class T>
-tc_status launch_split_k(const char* op, const Gemm<T>& g, SplitK plan, T* W, cudaStream_t stream) {
-  const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
-  Gemm<T> s = g;
-  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
-  s.C = W;
-  TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
-  if (rest > 0) {
-    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb, s.C = W + full * MN;
-    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
-  }
-  const int64_t blocks = std::min<int64_t>((MN + 255) / 256, 132 * 8);
-  split_k_sum_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(MN, g.N, plan.splits, W, g.bias, g.C);
-  return TC_OK;
 }
 
 // One launch of `algo` over g.batch <= 65535 batches.
@@ -837,12 +900,19 @@ tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
     const Gemm<T> g = Gemm<T>::of(&q);
     if (g.batch * g.M * g.N == 0) return TC_OK;
     const cudaStream_t stream = as_stream(p->stream);
-    if constexpr (sizeof(T) >= 4) {
-      const SplitK plan = split_k(q);
-      if (plan.splits > 1 && q.workspace && q.workspace_bytes >= split_k_bytes(q)) {
-        TC_RETURN_IF_ERROR(launch_split_k<T>(op, g, plan, static_cast<T*>(q.workspace), stream));
+    const MatmulPlan plan = matmul_plan(q);
+    if (plan.kind != MatmulPlan::kTiles) {
+      using Acc = acc_t<T>;
+      const bool have = plan.splits == 1 || (q.workspace && q.workspace_bytes >= matmul_workspace_bytes(q));
+      if (plan.kind == MatmulPlan::kGemv && have) {
+        TC_RETURN_IF_ERROR(launch_gemv<T>(op, g, plan, static_cast<Acc*>(q.workspace), stream));
         return check_launch(op);
       }
+      if constexpr (std::is_same_v<T, Acc>)
+        if (plan.kind == MatmulPlan::kSplitK && have) {
+          TC_RETURN_IF_ERROR(launch_split_k<T>(op, g, plan, static_cast<T*>(q.workspace), stream));
+          return check_launch(op);
+        }
     }
     constexpr int64_t kMaxBatch = 65535;  // the grid's y and z limit
     for (int64_t z0 = 0; z0 < g.batch; z0 += kMaxBatch) {

@@ -2,6 +2,7 @@
 // messages: linear and its backward run their products through them.
 #pragma once
 #include <algorithm>
+#include <utility>
 
 #include "internal.h"
 #include "tinycuda/matmul.h"
@@ -28,27 +29,58 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
   return p;
 }
 
-// Split-K (CUDA, the CUDA-core variants): an output of few 128 x 128 tiles
-// cannot fill an H100's 132 SMs, and one block walking a long K is slow and
-// sums K products into one accumulator. K is cut into `splits` slices of
-// `chunk` (a multiple of 128): ~264 blocks in all (2 per SM), no slice under
-// 1024. Needs no device, so the workspace query and the launch agree.
-struct SplitK {
+// The CUDA launch plans, which need no device, so the workspace query and
+// the launch agree.
+//
+// GEMV: a product with one output row or column (M == 1 or N == 1) is a
+// matrix-vector product, bound by reading the matrix once; the tile kernels
+// would compute 128 columns to keep one (13% of cuBLAS at 2048 x 1 x 2^20).
+// Taken by `auto` when the matrix's rows are k-major: y = A v (N == 1, A's
+// rows) or y = u B (M == 1, B's columns). K is cut so that rows * splits
+// reaches ~1056 blocks (8 per SM of an H100), no slice under 4096.
+//
+// Split-K (the CUDA-core variants, float32/float64): an output of few
+// 128 x 128 tiles cannot fill 132 SMs, and one block walking a long K both
+// crawls and sums K products into one accumulator (27x cuBLAS's max error at
+// K = 2^20). K is cut into slices: ~264 blocks in all (2 per SM), slices of
+// at most 8192 (accuracy) and at least 256.
+//
+// Either way a slice is a multiple of 256 long, and the partial sums
+// (float, double for double) are added in slice order by a second kernel.
+struct MatmulPlan {
+  enum Kind { kTiles, kGemv, kSplitK } kind;
   int64_t splits, chunk;
+  int64_t rows;  // GEMV: outputs
 };
-inline SplitK split_k(const tc_matmul_params& p) {
+
+inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
+  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  auto slices = [&](int64_t splits) {  // (splits, chunk) with chunk a multiple of 256
+    const int64_t chunk = ceil_div(ceil_div(p.K, splits), 256) * 256;
+    return std::pair<int64_t, int64_t>{ceil_div(p.K, chunk), chunk};
+  };
+  if (p.batch != 1 || p.K <= 0 || p.M <= 0 || p.N <= 0) return {MatmulPlan::kTiles, 1, p.K, 0};
+  const bool gemv_a = p.N == 1 && p.a_stride[2] == 1, gemv_b = p.M == 1 && p.b_stride[1] == 1;
+  if (p.algo == TC_GEMM_AUTO && (gemv_a || gemv_b)) {
+    const int64_t rows = gemv_a ? p.M : p.N;
+    const auto [splits, chunk] = slices(std::max<int64_t>(1, std::min(ceil_div(1056, rows), p.K / 4096)));
+    return {MatmulPlan::kGemv, splits, chunk, rows};
+  }
+  const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, 128);
   const bool cuda_cores = p.dtype == TC_FLOAT32 || p.dtype == TC_FLOAT64;
-  const int64_t tiles = ((p.M + 127) / 128) * ((p.N + 127) / 128);
-  if (!cuda_cores || (p.algo != TC_GEMM_AUTO && p.algo != TC_GEMM_REGTILE) || p.batch != 1 || tiles <= 0 ||
-      tiles >= 132 || p.K < 4096)
-    return {1, p.K};
-  int64_t splits = std::min((264 + tiles - 1) / tiles, p.K / 1024);
-  const int64_t chunk = ((p.K + splits - 1) / splits + 127) / 128 * 128;
-  return {(p.K + chunk - 1) / chunk, chunk};
+  if (cuda_cores && (p.algo == TC_GEMM_AUTO || p.algo == TC_GEMM_REGTILE) && tiles < 132 && p.K >= 1024) {
+    const int64_t want = std::max(ceil_div(264, tiles), ceil_div(p.K, 8192));
+    const auto [splits, chunk] = slices(std::max<int64_t>(1, std::min(want, p.K / 256)));
+    if (splits > 1) return {MatmulPlan::kSplitK, splits, chunk, 0};
+  }
+  return {MatmulPlan::kTiles, 1, p.K, 0};
 }
-inline size_t split_k_bytes(const tc_matmul_params& p) {
-  const SplitK s = split_k(p);
-  return s.splits > 1 ? size_t(s.splits * p.M * p.N) * (p.dtype == TC_FLOAT64 ? 8 : 4) : 0;
+
+inline size_t matmul_workspace_bytes(const tc_matmul_params& p) {
+  const MatmulPlan plan = matmul_plan(p);
+  if (plan.splits <= 1) return 0;
+  const int64_t outputs = plan.kind == MatmulPlan::kGemv ? plan.rows : p.M * p.N;
+  return size_t(plan.splits * outputs) * (p.dtype == TC_FLOAT64 ? 8 : 4);
 }
 
 __attribute__((visibility("hidden"))) tc_status matmul_cpu(const char* op, const tc_matmul_params* p);
