@@ -742,12 +742,15 @@ gemv_kernel(int64_t rows, int64_t K, int64_t chunk, const T* __restrict__ X, int
   Acc acc = 0;
   if constexpr (kVec) {
     constexpr int V = Vec<T>::size;
+    Acc lane[V] = {};  // one running sum per vector lane: 4x shorter chains than one
 #pragma unroll 4
     for (int64_t k = k0 + threadIdx.x * V; k < k1; k += 256 * V) {
       const Vec<T> a = load_vec<T>(x + k), b = load_vec<T>(v + k);
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc += to_acc(a.v[j]) * to_acc(b.v[j]);
+      for (int j = 0; j < V; ++j) lane[j] += to_acc(a.v[j]) * to_acc(b.v[j]);
     }
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc += lane[j];
   } else {
     for (int64_t k = k0 + threadIdx.x; k < k1; k += 256) acc += to_acc(x[k]) * to_acc(v[k * sv]);
   }

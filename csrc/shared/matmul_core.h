@@ -37,7 +37,8 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
 // would compute 128 columns to keep one (13% of cuBLAS at 2048 x 1 x 2^20).
 // Taken by `auto` when the matrix's rows are k-major: y = A v (N == 1, A's
 // rows) or y = u B (M == 1, B's columns). K is cut so that rows * splits
-// reaches ~1056 blocks (8 per SM of an H100), no slice under 4096.
+// reaches ~1056 blocks (8 per SM of an H100), in slices of at most 65536
+// (one 2^20 slice a row had 8.5x cuBLAS's max error) and at least 4096.
 //
 // Split-K (the CUDA-core variants, float32/float64): an output of few
 // 128 x 128 tiles cannot fill 132 SMs, and one block walking a long K both
@@ -63,7 +64,8 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
   const bool gemv_a = p.N == 1 && p.a_stride[2] == 1, gemv_b = p.M == 1 && p.b_stride[1] == 1;
   if (p.algo == TC_GEMM_AUTO && (gemv_a || gemv_b)) {
     const int64_t rows = gemv_a ? p.M : p.N;
-    const auto [splits, chunk] = slices(std::max<int64_t>(1, std::min(ceil_div(1056, rows), p.K / 4096)));
+    const int64_t want = std::max(ceil_div(1056, rows), ceil_div(p.K, 65536));
+    const auto [splits, chunk] = slices(std::max<int64_t>(1, std::min(want, p.K / 4096)));
     return {MatmulPlan::kGemv, splits, chunk, rows};
   }
   const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, 128);
