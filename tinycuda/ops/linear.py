@@ -13,7 +13,7 @@ __all__ = ["linear"]
 
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias; x [..., in], weight [out, in], bias [out] or None.
-    (The CUDA GEMM's kept variants, naive, tiled and regtile: tinycuda.variants.)"""
+    (The CUDA GEMM's kept variants, naive to wgmma: tinycuda.variants.)"""
     return torch.ops.tinycuda.linear(x, weight, bias)
 
 
