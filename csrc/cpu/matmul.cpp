@@ -1,13 +1,22 @@
 // matmul on the CPU: the same strided, batched C[z] = A[z] @ B[z] (+ bias) as
 // csrc/cuda/matmul.cu (the operand conventions are in tinycuda/matmul.h).
 //
-// Per batch, B is packed once into a row-major accumulator-type copy so the
-// innermost loop is a contiguous axpy over n that the compiler vectorizes; A
-// is packed per block of 16 rows; C accumulates in a 16 x 512 block (32 KB
-// fp32, L1), fed by a partial sum over 256 of K at a time: one running sum
-// over all of K had 7-11x torch's max error at K = 4099 and 65536 (fp32).
-// Single-threaded.
+// A blocked kernel in the GotoBLAS shape, in the accumulator type (float;
+// double for double), no BLAS:
+//   - B is packed once per batch into panels of NR = 16 columns, [K][16] each,
+//     zero-padded, so the inner loop reads 16 contiguous values per k;
+//   - threads take blocks of MB = 96 rows; a block packs its A rows into
+//     panels of MR = 6 rows, [K][6] each;
+//   - the micro-kernel keeps a 6 x 16 tile of C in registers (12 AVX2
+//     registers for float) over 256 of K, then adds it into the block's
+//     accumulator: a partial sum per 256 of K (one running sum over all of K
+//     had 7-11x torch's max error at K = 4099 and 65536 in fp32).
+// The micro-kernel is GCC vector code; on a CPU with AVX2 and FMA the block
+// loop runs a copy compiled for them (chosen once at run time), elsewhere the
+// baseline build. 4096 x 784 x 256 fp32 on 2 cores: see docs/BENCHMARKS.md.
 #include <algorithm>
+#include <cstring>
+#include <thread>
 #include <vector>
 
 #include "tinycuda/matmul.h"
@@ -16,39 +25,138 @@
 
 namespace {
 
+constexpr int64_t MR = 6, NR = 16, MB = 96, KB = 256;
+static_assert(MB % MR == 0, "a block's accumulator holds whole row panels");
+
+// 32 bytes of Acc: one AVX2 register (8 floats, 4 doubles). A 64-byte type
+// (all 16 columns in one value) kept the tile on the stack.
+template <class Acc>
+struct VecOf;
+// `load` reads one from any address (a memcpy of the 16-column row went
+// through the stack in 16-byte pieces, stalling each 32-byte reload).
+template <>
+struct VecOf<float> {
+  typedef float type __attribute__((vector_size(32)));
+  typedef float load __attribute__((vector_size(32), aligned(4), may_alias));
+};
+template <>
+struct VecOf<double> {
+  typedef double type __attribute__((vector_size(32)));
+  typedef double load __attribute__((vector_size(32), aligned(8), may_alias));
+};
+
+// The problem of one batch, its B packed.
 template <class T>
-void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t sam, int64_t sak, const T* B,
-          int64_t sbk, int64_t sbn, const T* bias, T* C) {
+struct Job {
+  int64_t M, N, K;
+  const T* A;
+  int64_t sam, sak;
+  const acc_t<T>* bp;  // [panels][K][NR]
+  const T* bias;
+  T* C;
+};
+
+// Rows [i0, i1) of C (at most MB). Inlined into both copies below.
+template <class T>
+__attribute__((always_inline)) inline void rows_block(const Job<T>& j, int64_t i0, int64_t i1, acc_t<T>* ap,
+                                                      acc_t<T>* acc) {
   using Acc = acc_t<T>;
-  constexpr int64_t MB = 16, NB = 512, KB = 256;
-  std::vector<Acc> bp(size_t(K * N)), ap(size_t(MB * K)), acc(size_t(MB * NB)), part(size_t(MB * NB));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) bp[k * N + n] = to_acc(B[k * sbk + n * sbn]);
-  for (int64_t i0 = 0; i0 < M; i0 += MB) {
-    const int64_t mb = std::min(MB, M - i0);
-    for (int64_t i = 0; i < mb; ++i)
-      for (int64_t k = 0; k < K; ++k) ap[i * K + k] = to_acc(A[(i0 + i) * sam + k * sak]);
-    for (int64_t j0 = 0; j0 < N; j0 += NB) {
-      const int64_t nb = std::min(NB, N - j0);
-      for (int64_t i = 0; i < mb; ++i)
-        for (int64_t j = 0; j < nb; ++j) acc[i * NB + j] = bias ? to_acc(bias[j0 + j]) : Acc(0);
-      for (int64_t k0 = 0; k0 < K; k0 += KB) {
-        std::fill(part.begin(), part.end(), Acc(0));
-        for (int64_t k = k0; k < std::min(K, k0 + KB); ++k) {
-          const Acc* brow = &bp[k * N + j0];
-          for (int64_t i = 0; i < mb; ++i) {
-            const Acc a = ap[i * K + k];
-            Acc* prow = &part[i * NB];
-            for (int64_t j = 0; j < nb; ++j) prow[j] += a * brow[j];
-          }
-        }
-        for (int64_t i = 0; i < mb; ++i)
-          for (int64_t j = 0; j < nb; ++j) acc[i * NB + j] += part[i * NB + j];
+  using V = typename VecOf<Acc>::type;
+  using L = typename VecOf<Acc>::load;
+  constexpr int W = NR * sizeof(Acc) / sizeof(V);  // vectors per row of the tile
+  const int64_t K = j.K, N = j.N, panels = (N + NR - 1) / NR, width = panels * NR;
+  const int64_t rows = i1 - i0, row_panels = (rows + MR - 1) / MR;
+  for (int64_t p = 0; p < row_panels; ++p)  // A panels: [K][MR], rows past i1 zero
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t r = 0; r < MR; ++r) {
+        const int64_t i = i0 + p * MR + r;
+        ap[(p * K + k) * MR + r] = i < i1 ? to_acc(j.A[i * j.sam + k * j.sak]) : Acc(0);
       }
-      for (int64_t i = 0; i < mb; ++i)
-        for (int64_t j = 0; j < nb; ++j) C[(i0 + i) * N + j0 + j] = from_acc<T>(acc[i * NB + j]);
+  std::fill(acc, acc + row_panels * MR * width, Acc(0));
+  for (int64_t k0 = 0; k0 < K; k0 += KB) {
+    const int64_t kb = std::min(KB, K - k0);
+    for (int64_t p = 0; p < row_panels; ++p) {
+      const Acc* a = ap + (p * K + k0) * MR;
+      for (int64_t q = 0; q < panels; ++q) {
+        const Acc* b = j.bp + (q * K + k0) * NR;
+        // every index below is a constant after unrolling, so c stays in
+        // registers (12 FMAs on 12 ymm per k for float); the padding rows
+        // past `rows` are written and never read
+        V c[MR][W] = {};
+        for (int64_t k = 0; k < kb; ++k) {
+          V bv[W];
+#pragma GCC unroll 4
+          for (int w = 0; w < W; ++w) bv[w] = *reinterpret_cast<const L*>(b + k * NR + w * (NR / W));
+#pragma GCC unroll 6
+          for (int64_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+            for (int w = 0; w < W; ++w) c[r][w] += a[k * MR + r] * bv[w];
+        }
+#pragma GCC unroll 6
+        for (int64_t r = 0; r < MR; ++r) {
+          Acc* out = acc + (p * MR + r) * width + q * NR;
+#pragma GCC unroll 4
+          for (int w = 0; w < W; ++w) *reinterpret_cast<L*>(out + w * (NR / W)) += c[r][w];
+        }
+      }
     }
   }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = 0; n < N; ++n)
+      j.C[(i0 + r) * N + n] = from_acc<T>(acc[r * width + n] + (j.bias ? to_acc(j.bias[n]) : Acc(0)));
+}
+
+template <class T>
+void rows_block_base(const Job<T>& j, int64_t i0, int64_t i1, acc_t<T>* ap, acc_t<T>* acc) {
+  rows_block(j, i0, i1, ap, acc);
+}
+template <class T>
+__attribute__((target("avx2,fma"))) void rows_block_avx2(const Job<T>& j, int64_t i0, int64_t i1, acc_t<T>* ap,
+                                                          acc_t<T>* acc) {
+  rows_block(j, i0, i1, ap, acc);
+}
+
+bool has_avx2() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// Blocks of MB rows, dealt round-robin to up to one thread per core; a
+// problem under ~4M multiply-adds stays on the calling thread.
+template <class T>
+void gemm(const Job<T>& j) {
+  using Acc = acc_t<T>;
+  const int64_t blocks = (j.M + MB - 1) / MB, width = (j.N + NR - 1) / NR * NR;
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = j.M * j.N * j.K < (int64_t(1) << 22) ? 1 : std::min(cores, blocks);
+  auto work = [&](int64_t t) {
+    std::vector<Acc> ap(size_t(MB * j.K)), acc(size_t(MB * width));
+    for (int64_t b = t; b < blocks; b += threads) {
+      const int64_t i0 = b * MB, i1 = std::min(j.M, i0 + MB);
+      if (has_avx2())
+        rows_block_avx2(j, i0, i1, ap.data(), acc.data());
+      else
+        rows_block_base(j, i0, i1, ap.data(), acc.data());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& th : pool) th.join();
+}
+
+template <class T>
+void pack_b(int64_t N, int64_t K, const T* B, int64_t sbk, int64_t sbn, acc_t<T>* bp) {
+  for (int64_t q = 0; q < (N + NR - 1) / NR; ++q)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t e = 0; e < NR; ++e) {
+        const int64_t n = q * NR + e;
+        bp[(q * K + k) * NR + e] = n < N ? to_acc(B[k * sbk + n * sbn]) : acc_t<T>(0);
+      }
 }
 
 }  // namespace
@@ -62,9 +170,12 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
     const T* a = static_cast<const T*>(p->a);
     const T* b = static_cast<const T*>(p->b);
     T* c = static_cast<T*>(p->c);
-    for (int64_t z = 0; z < p->batch; ++z)
-      gemm<T>(p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], b + z * p->b_stride[0],
-              p->b_stride[1], p->b_stride[2], static_cast<const T*>(p->bias), c + z * p->M * p->N);
+    std::vector<acc_t<T>> bp(size_t((p->N + NR - 1) / NR * NR * p->K));
+    for (int64_t z = 0; z < p->batch; ++z) {
+      if (z == 0 || p->b_stride[0] != 0) pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp.data());
+      gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp.data(),
+               static_cast<const T*>(p->bias), c + z * p->M * p->N});
+    }
     return TC_OK;
   });
 }
