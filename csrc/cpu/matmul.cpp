@@ -5,8 +5,8 @@
 // double for double), no BLAS:
 //   - B is packed once per batch into panels of NR = 16 columns, [K][16] each,
 //     zero-padded, so the inner loop reads 16 contiguous values per k;
-//   - threads take blocks of MB = 96 rows; a block packs its A rows into
-//     panels of MR = 6 rows, [K][6] each;
+//   - threads take blocks of MB = 96 rows; a block packs its A rows, 256 of
+//     K at a time, into panels of MR = 6 rows, [256][6] each;
 //   - the micro-kernel keeps a 6 x 16 tile of C in registers (12 AVX2
 //     registers for float) over 256 of K, then adds it into the block's
 //     accumulator: a partial sum per 256 of K (one running sum over all of K
@@ -16,6 +16,7 @@
 // baseline build. 4096 x 784 x 256 fp32 on 2 cores: see docs/BENCHMARKS.md.
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -66,17 +67,17 @@ __attribute__((always_inline)) inline void rows_block(const Job<T>& j, int64_t i
   constexpr int W = NR * sizeof(Acc) / sizeof(V);  // vectors per row of the tile
   const int64_t K = j.K, N = j.N, panels = (N + NR - 1) / NR, width = panels * NR;
   const int64_t rows = i1 - i0, row_panels = (rows + MR - 1) / MR;
-  for (int64_t p = 0; p < row_panels; ++p)  // A panels: [K][MR], rows past i1 zero
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t r = 0; r < MR; ++r) {
-        const int64_t i = i0 + p * MR + r;
-        ap[(p * K + k) * MR + r] = i < i1 ? to_acc(j.A[i * j.sam + k * j.sak]) : Acc(0);
-      }
   std::fill(acc, acc + row_panels * MR * width, Acc(0));
   for (int64_t k0 = 0; k0 < K; k0 += KB) {
     const int64_t kb = std::min(KB, K - k0);
+    for (int64_t p = 0; p < row_panels; ++p)  // this k-block's A panels: [kb][MR], rows past i1 zero
+      for (int64_t k = 0; k < kb; ++k)
+        for (int64_t r = 0; r < MR; ++r) {
+          const int64_t i = i0 + p * MR + r;
+          ap[(p * KB + k) * MR + r] = i < i1 ? to_acc(j.A[i * j.sam + (k0 + k) * j.sak]) : Acc(0);
+        }
     for (int64_t p = 0; p < row_panels; ++p) {
-      const Acc* a = ap + (p * K + k0) * MR;
+      const Acc* a = ap + p * KB * MR;
       for (int64_t q = 0; q < panels; ++q) {
         const Acc* b = j.bp + (q * K + k0) * NR;
         // every index below is a constant after unrolling, so c stays in
@@ -134,7 +135,7 @@ void gemm(const Job<T>& j) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = j.M * j.N * j.K < (int64_t(1) << 22) ? 1 : std::min(cores, blocks);
   auto work = [&](int64_t t) {
-    std::vector<Acc> ap(size_t(MB * j.K)), acc(size_t(MB * width));
+    std::vector<Acc> ap(size_t(MB * KB)), acc(size_t(MB * width));
     for (int64_t b = t; b < blocks; b += threads) {
       const int64_t i0 = b * MB, i1 = std::min(j.M, i0 + MB);
       if (has_avx2())
@@ -144,8 +145,13 @@ void gemm(const Job<T>& j) {
     }
   };
   std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  int64_t started = 1;
+  try {
+    for (; started < threads; ++started) pool.emplace_back(work, started);
+  } catch (const std::system_error&) {  // no thread to be had: this one does the rest
+  }
   work(0);
+  for (int64_t t = started; t < threads; ++t) work(t);
   for (auto& th : pool) th.join();
 }
 
