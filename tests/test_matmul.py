@@ -49,6 +49,10 @@ def test_matmul_batches_past_the_grid_limit(device, dtype):
     """70000 batches: CUDA launches them in chunks of 65535 (the grid's y/z limit)."""
     a, b = _operands((70000, 3, 5), (70000, 5, 2), "NN", device, dtype)
     check_op(tinycuda.matmul, torch.matmul, [a, b], grad=False, rtol32=1e-4, atol32=1e-4)
+    if device == "cuda":  # a shared b: folded into one 1.12M-row product, but not for naive/tiled (M on grid y)
+        a, b = _operands((70000, 16, 5), (5, 2), "NN", device, dtype)
+        for variant in ("naive", "tiled"):
+            check_op(variants.get("matmul", variant), torch.matmul, [a, b], grad=False, rtol32=1e-4, atol32=1e-4)
 
 
 @pytest.mark.parametrize("device", _devices())
@@ -103,10 +107,37 @@ def test_matmul_accuracy_against_float64(device, dtype, m, n, k):
 
 
 def test_matmul_vectors_and_broadcasts_match_torch():
-    """torch.matmul's shape rules, which tinycuda.matmul reduces to the op's 2-D/3-D."""
+    """torch.matmul's shape rules, which tinycuda.matmul reduces to the op's 2-D/3-D, with
+    their gradients; empty dims included (a reshape to -1 rows fails on 0 elements)."""
     for sa, sb in [((5,), (5,)), ((5,), (2, 5, 3)), ((2, 1, 4, 5), (5, 3)), ((4, 5), (2, 3, 5, 6)),
-                   ((2, 3, 4, 5), (5,)), ((1, 2, 4, 5), (3, 1, 5, 2))]:
-        a, b = torch.randn(sa, dtype=torch.float64), torch.randn(sb, dtype=torch.float64)
+                   ((2, 3, 4, 5), (5,)), ((1, 2, 4, 5), (3, 1, 5, 2)), ((2, 3, 0, 5), (5, 6)),
+                   ((2, 3, 4, 0), (0, 6)), ((3, 4, 0), (0, 6)), ((3, 4, 5), (5, 0)), ((0, 4, 5), (5, 2))]:
+        a = torch.randn(sa, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(sb, dtype=torch.float64, requires_grad=True)
         got, want = tinycuda.matmul(a, b), torch.matmul(a, b)
         assert got.shape == want.shape, (sa, sb)
         torch.testing.assert_close(got, want)
+        g = torch.randn(want.shape, dtype=torch.float64)
+        for ours, theirs in zip(torch.autograd.grad(got, (a, b), g), torch.autograd.grad(want, (a, b), g)):
+            torch.testing.assert_close(ours, theirs, msg=lambda m: f"{sa} @ {sb}: {m}")
+
+
+def test_matmul_names_the_callers_shapes():
+    with pytest.raises(RuntimeError, match=r"tinycuda::matmul: a's last dim \(5\) must equal b's only dim \(4\): "
+                                           r"shapes \[5\] and \[4\]"):
+        tinycuda.matmul(torch.randn(5), torch.randn(4))
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_matmul_capi_out_at_an_odd_element(device):
+    """A C-contiguous out= one element past an aligned start: the tensor-core
+    epilogues store pairs of columns as one 4-byte word only where aligned."""
+    from tinycuda import capi
+    a, b = torch.randn(256, 64, device=device).half(), torch.randn(64, 136, device=device).half()
+    ref = torch.ops.tinycuda.matmul(a, b)
+    for algo in ([0] if device == "cpu" else [0, 4, 5]):
+        buf = torch.full((256 * 136 + 1,), float("nan"), device=device, dtype=torch.float16)
+        out = buf[1:].view(256, 136)
+        arrays = (lambda t: t.numpy()) if device == "cpu" else (lambda t: t)
+        capi.matmul(arrays(a), arrays(b), out=arrays(out), algo=algo)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0, msg=lambda m: f"algo {algo}: {m}")

@@ -27,7 +27,7 @@ raises CapiError with its message.
     loss, grad = capi.cross_entropy(logits, target, compute_grad=True)   # target: int64
     loss, gh, gw, gb = capi.fused_linear_cross_entropy(h, w, target, b, compute_grad=True)
 
-``algo`` (linear, softmax) is the params struct's field: an int or the
+``algo`` (linear, matmul, softmax) is the params struct's field: an int or the
 header's name ("TC_GEMM_TILED").
 """
 import ctypes

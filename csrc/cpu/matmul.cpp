@@ -15,7 +15,9 @@
 // loop runs a copy compiled for them (chosen once at run time), elsewhere the
 // baseline build. 4096 x 784 x 256 fp32 on 2 cores: see docs/BENCHMARKS.md.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -128,23 +130,30 @@ bool has_avx2() {
 
 // Blocks of MB rows, dealt round-robin to up to one thread per core; a
 // problem under ~4M multiply-adds stays on the calling thread.
+// False when a buffer could not be allocated.
 template <class T>
-void gemm(const Job<T>& j) {
+bool gemm(const Job<T>& j) {
   using Acc = acc_t<T>;
   const int64_t blocks = (j.M + MB - 1) / MB, width = (j.N + NR - 1) / NR * NR;
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = j.M * j.N * j.K < (int64_t(1) << 22) ? 1 : std::min(cores, blocks);
-  auto work = [&](int64_t t) {
-    std::vector<Acc> ap(size_t(MB * KB)), acc(size_t(MB * width));
-    for (int64_t b = t; b < blocks; b += threads) {
-      const int64_t i0 = b * MB, i1 = std::min(j.M, i0 + MB);
-      if (has_avx2())
-        rows_block_avx2(j, i0, i1, ap.data(), acc.data());
-      else
-        rows_block_base(j, i0, i1, ap.data(), acc.data());
+  std::atomic<bool> out_of_memory{false};
+  auto work = [&](int64_t t) noexcept {
+    try {
+      std::vector<Acc> ap(size_t(MB * KB)), acc(size_t(MB * width));
+      for (int64_t b = t; b < blocks; b += threads) {
+        const int64_t i0 = b * MB, i1 = std::min(j.M, i0 + MB);
+        if (has_avx2())
+          rows_block_avx2(j, i0, i1, ap.data(), acc.data());
+        else
+          rows_block_base(j, i0, i1, ap.data(), acc.data());
+      }
+    } catch (const std::bad_alloc&) {
+      out_of_memory = true;
     }
   };
   std::vector<std::thread> pool;
+  pool.reserve(size_t(threads));
   int64_t started = 1;
   try {
     for (; started < threads; ++started) pool.emplace_back(work, started);
@@ -153,6 +162,7 @@ void gemm(const Job<T>& j) {
   work(0);
   for (int64_t t = started; t < threads; ++t) work(t);
   for (auto& th : pool) th.join();
+  return !out_of_memory;
 }
 
 template <class T>
@@ -176,11 +186,19 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
     const T* a = static_cast<const T*>(p->a);
     const T* b = static_cast<const T*>(p->b);
     T* c = static_cast<T*>(p->c);
-    std::vector<acc_t<T>> bp(size_t((p->N + NR - 1) / NR * NR * p->K));
+    std::vector<acc_t<T>> bp;
+    try {
+      bp.resize(size_t((p->N + NR - 1) / NR * NR * p->K));
+    } catch (const std::bad_alloc&) {
+      return tc_fail(TC_ERR_INTERNAL, "%s: out of memory packing b (%lld x %lld)", op, (long long)p->K,
+                     (long long)p->N);
+    }
     for (int64_t z = 0; z < p->batch; ++z) {
-      if (z == 0 || p->b_stride[0] != 0) pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp.data());
-      gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp.data(),
-               static_cast<const T*>(p->bias), c + z * p->M * p->N});
+      if (z == 0 || p->b_stride[0] != 0)
+        pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp.data());
+      if (!gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp.data(),
+                    static_cast<const T*>(p->bias), c + z * p->M * p->N}))
+        return tc_fail(TC_ERR_INTERNAL, "%s: out of memory in a row block", op);
     }
     return TC_OK;
   });

@@ -8,7 +8,8 @@
 //
 // (A's strides are (m, k), B's (k, n).) On Hopper all three run the wgmma
 // kernel: the forward reads both operands k-major, the backward products read
-// W, x and gy^T m/n-major through wgmma's transpose bits.
+// W, x and gy^T m/n-major through wgmma's transpose bits. (One row of x, a
+// decode step, is a GEMV.)
 #include "tinycuda/linear.h"
 #include "../shared/linear_check.h"
 #include "../shared/matmul_core.h"

@@ -46,6 +46,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
+
 namespace {
 
 // The output tile of block `id` of a 1-D grid that walks the output in groups
@@ -441,8 +443,10 @@ gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_
   if constexpr (kAsync) cp_async_wait<0>();  // no copy may land after the block exits
 
   // epilogue: d0,d1 at (g, 2q..2q+1), d2,d3 at (g+8, ...) of each 16x8 tile;
-  // a pair is one 4-byte store when both columns are inside and N is even
+  // a pair is one 4-byte store when both columns are inside, N is even and C
+  // 4-byte aligned (a capi out= may start at an odd element)
   const int g = lane / 4, q = lane % 4;
+  const bool paired = N % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 4 == 0;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int64_t n = n0 + wn + nt * 8 + 2 * q;
@@ -455,7 +459,7 @@ gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_
         if (m >= M || n >= N) continue;
         T* c = C + m * N + n;
         const T v0 = from_acc<T>(acc[mt][nt][2 * h] + b0);
-        if (n + 1 < N && N % 2 == 0) {
+        if (n + 1 < N && paired) {
           T pair[2] = {v0, from_acc<T>(acc[mt][nt][2 * h + 1] + b1)};
           *reinterpret_cast<uint32_t*>(c) = *reinterpret_cast<const uint32_t*>(pair);
         } else {
@@ -614,6 +618,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   // d[4j..4j+3]: the 8 columns 8j.. of rows g and g + 8 of this warp's 16 (as mma's)
   C += int64_t(z) * M * N;
   const int g = tid % 32 / 4, q = tid % 4;
+  const bool paired = N % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 4 == 0;  // as mma's epilogue
   const int64_t row0 = m0 + c * 64 + tid / 32 * 16 + g;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
@@ -626,7 +631,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       if (m >= M) continue;
       T* out = C + m * N + n;
       const T v0 = from_acc<T>(d[4 * j + 2 * h] + b0);
-      if (n + 1 < N && N % 2 == 0) {
+      if (n + 1 < N && paired) {
         T pair[2] = {v0, from_acc<T>(d[4 * j + 2 * h + 1] + b1)};
         *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(pair);
       } else {
@@ -696,21 +701,32 @@ tc_status run(const char* op, const CUtensorMap& ta, const CUtensorMap& tb, cons
   return TC_OK;
 }
 
+// Whether the current device runs the kernel: sm_90 and an sm_90a cubin in
+// this build (elsewhere its body is compiled out). Asked once per device.
+template <class T>
+bool device_ok() {
+  static std::atomic<int8_t> known[64];  // 0 not asked yet, 1 yes, -1 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  int8_t v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    cudaFuncAttributes attr{};
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    major == 9 && cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T, false, false>) == cudaSuccess &&
+                    attr.binaryVersion == 90 && encoder() != nullptr;
+    known[dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
 // Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
 // device or problem cannot run it (the caller then runs mma).
 template <class T>
 tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran) {
   *ran = false;
-  static const bool device_ok = [] {
-    int dev = 0, major = 0;
-    cudaFuncAttributes attr{};
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
-           cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T, false, false>) == cudaSuccess &&
-           attr.binaryVersion == 90 && encoder() != nullptr;
-  }();
   // TMA coordinates are 32-bit, and a 0-wide box does not encode
-  if (!device_ok || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX || g.K > INT32_MAX) return TC_OK;
+  if (!device_ok<T>() || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX || g.K > INT32_MAX) return TC_OK;
   const Major ma = major(g.A, g.sam, g.sak, g.sab, g.batch), mb = major(g.B, g.sbn, g.sbk, g.sbb, g.batch);
   CUtensorMap ta, tb;
   if (ma == Major::kNone || mb == Major::kNone ||
@@ -794,8 +810,8 @@ tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T
   constexpr int V = Vec<T>::size;
   const bool vec = sv == 1 && sx % V == 0 && g.K % V == 0 && reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(v) % 16 == 0;
-  const dim3 grid(unsigned(plan.rows), unsigned(plan.splits));
   TC_REQUIRE(plan.rows <= INT32_MAX, "%s: %lld outputs is too many for one launch", op, (long long)plan.rows);
+  const dim3 grid(unsigned(plan.rows), unsigned(plan.splits));
   auto kernel = vec ? gemv_kernel<T, true> : gemv_kernel<T, false>;
   kernel<<<grid, 256, 0, stream>>>(plan.rows, g.K, plan.chunk, X, sx, v, sv, g.bias, g.N == 1 ? 0 : 1, g.C,
                                    plan.splits > 1 ? W : nullptr);

@@ -23,8 +23,11 @@ inline tc_status matmul_check(const char* op, const tc_matmul_params* p) {
 // one batch to the next is one taller product: [batch*M, K] @ [K, N] (the
 // output is contiguous either way). Tensor cores then see full tiles, and TMA
 // needs no batch stride of 0.
+// (Not for the naive and tiled variants, whose grids put M on the 65535-block
+// y dimension.)
 inline tc_matmul_params fold_batch(tc_matmul_params p) {
-  if (p.batch > 1 && p.b_stride[0] == 0 && p.a_stride[0] == p.M * p.a_stride[1])
+  if (p.batch > 1 && p.b_stride[0] == 0 && p.a_stride[0] == p.M * p.a_stride[1] && p.algo != TC_GEMM_NAIVE &&
+      p.algo != TC_GEMM_TILED)
     p.M *= p.batch, p.batch = 1;
   return p;
 }
@@ -56,8 +59,8 @@ struct MatmulPlan {
 
 inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
   auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  auto slices = [&](int64_t splits) {  // (splits, chunk) with chunk a multiple of 256
-    const int64_t chunk = ceil_div(ceil_div(p.K, splits), 256) * 256;
+  auto slices = [&](int64_t splits) {  // (splits, chunk): chunk a multiple of 256, splits a grid dim (65535)
+    const int64_t chunk = ceil_div(ceil_div(p.K, std::min<int64_t>(splits, 65535)), 256) * 256;
     return std::pair<int64_t, int64_t>{ceil_div(p.K, chunk), chunk};
   };
   if (p.batch != 1 || p.K <= 0 || p.M <= 0 || p.N <= 0) return {MatmulPlan::kTiles, 1, p.K, 0};

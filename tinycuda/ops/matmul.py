@@ -6,6 +6,8 @@ view is read where it lies). matmul() below reduces torch.matmul's other
 shapes (vectors, more batch dims, broadcasting) to those with views. The
 backward is two more matmuls, on transposed views of the saved operands.
 """
+import math
+
 import torch
 
 from ._fake import register_fake
@@ -19,6 +21,11 @@ def matmul(a, b):
     if a.dim() == 0 or b.dim() == 0:
         raise RuntimeError(f"tinycuda::matmul: a and b need at least 1 dim each, got shapes {tuple(a.shape)} "
                            f"and {tuple(b.shape)}")
+    k_b = b.shape[0] if b.dim() == 1 else b.shape[-2]
+    if a.shape[-1] != k_b:
+        raise RuntimeError(f"tinycuda::matmul: a's last dim ({a.shape[-1]}) must equal b's "
+                           f"{'only dim' if b.dim() == 1 else 'second to last'} ({k_b}): shapes {list(a.shape)} "
+                           f"and {list(b.shape)}")
     vec_a, vec_b = a.dim() == 1, b.dim() == 1
     a = a.unsqueeze(0) if vec_a else a
     b = b.unsqueeze(-1) if vec_b else b
@@ -45,7 +52,7 @@ def _flat(t, batch):
     matrix (broadcast by the op), else [prod(batch), R, C]."""
     if t.shape[:-2].numel() == 1:
         return t.reshape(t.shape[-2:])
-    return t.expand(*batch, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
+    return t.expand(*batch, *t.shape[-2:]).reshape(math.prod(batch), *t.shape[-2:])  # (-1 fails on 0 elements)
 
 
 @register_fake("tinycuda::matmul")
@@ -80,7 +87,8 @@ def _backward(ctx, grad):
         ga = _unbroadcast(mm(grad, b.mT), a)          # grad_a = grad @ b^T
     if ctx.needs_input_grad[1]:
         if b.dim() == 2 and a.dim() == 3:             # b shared by every batch: one tall product
-            gb = mm(a.reshape(-1, a.shape[-1]).mT, grad.reshape(-1, grad.shape[-1]))
+            rows = a.shape[0] * a.shape[1]
+            gb = mm(a.reshape(rows, a.shape[-1]).mT, grad.reshape(rows, grad.shape[-1]))
         else:
             gb = _unbroadcast(mm(a.mT, grad), b)      # grad_b = a^T @ grad
     return ga, gb

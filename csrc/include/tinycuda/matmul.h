@@ -7,8 +7,9 @@
  *   C [batch, M, N] contiguous. Strides are in elements, any sign-free values:
  *   a transposed operand is a stride swap, a broadcast one a batch stride of 0,
  *   so nothing is copied. Accumulation in float (double for double).
- * Few output tiles and a long K (float32/float64 on CUDA) split K across
- * blocks; the partial products are added in a fixed order (deterministic).
+ * Few output tiles and a long K (float32/float64 on CUDA), or one output row
+ * or column (a GEMV), split K across blocks; the partial products are added
+ * in a fixed order (deterministic).
  * Backward is two more products of this family with swapped strides:
  *   grad_A = grad_C @ B^T,  grad_B = A^T @ grad_C
  * (summed over z where an operand was broadcast). */
@@ -19,7 +20,8 @@
 /* The CUDA GEMM variants, slowest to fastest, kept so a reader can measure
  * each step (tinycuda bench matmul --impls variants). The CPU ignores this. */
 typedef enum {
-  TC_GEMM_AUTO = 0,    /* the fastest: WGMMA for fp16/bf16 (MMA where it cannot run), else REGTILE */
+  TC_GEMM_AUTO = 0,    /* the fastest: WGMMA for fp16/bf16 (MMA where it cannot run), else REGTILE;
+                          GEMV for one output row or column, split-K for few fp32/fp64 tiles */
   TC_GEMM_NAIVE = 1,   /* one thread per output, operands straight from memory */
   TC_GEMM_TILED = 2,   /* 32x32 shared-memory tiles, one output per thread */
   TC_GEMM_REGTILE = 3, /* 128x128 tiles, 8x8 outputs per thread in registers */
@@ -37,7 +39,7 @@ typedef struct {
   int64_t b_stride[3]; /* batch, k, n */
   const void* bias;    /* [N] or NULL: added to every row */
   void* c;
-  void* workspace; /* CUDA float32/float64 split-K partials; NULL (or too small): no split */
+  void* workspace; /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
   size_t workspace_bytes;
   tc_gemm_algo algo;
   void* stream;
@@ -46,7 +48,8 @@ typedef struct {
 TC_API tc_status tc_matmul_cpu(const tc_matmul_params* p);
 TC_API tc_status tc_matmul_cuda(const tc_matmul_params* p);
 /* Bytes of workspace with which tc_matmul_cuda splits K across blocks (0: it
- * would not): float32/float64 products with few output tiles and a long K. */
+ * would not): float32/float64 products with few output tiles and a long K,
+ * and (any dtype, algo auto) one output row or column with few outputs. */
 TC_API size_t tc_matmul_workspace_size(const tc_matmul_params* p);
 
 #endif
