@@ -15,10 +15,9 @@
 // loop runs a copy compiled for them (chosen once at run time), elsewhere the
 // baseline build. 4096 x 784 x 256 fp32 on 2 cores: see docs/BENCHMARKS.md.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
+#include <exception>
 #include <new>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -59,15 +58,20 @@ struct Job {
   T* C;
 };
 
-// Rows [i0, i1) of C (at most MB). Inlined into both copies below.
+// One work item: rows [i0, i1) of C (at most MB) by B's panels [q0, q1).
+struct Item {
+  int64_t i0, i1, q0, q1;
+};
+
+// Inlined into both copies below.
 template <class T>
-__attribute__((always_inline)) inline void rows_block(const Job<T>& j, int64_t i0, int64_t i1, acc_t<T>* ap,
-                                                      acc_t<T>* acc) {
+__attribute__((always_inline)) inline void rows_block(const Job<T>& j, Item it, acc_t<T>* ap, acc_t<T>* acc) {
+  const int64_t i0 = it.i0, i1 = it.i1;
   using Acc = acc_t<T>;
   using V = typename VecOf<Acc>::type;
   using L = typename VecOf<Acc>::load;
   constexpr int W = NR * sizeof(Acc) / sizeof(V);  // vectors per row of the tile
-  const int64_t K = j.K, N = j.N, panels = (N + NR - 1) / NR, width = panels * NR;
+  const int64_t K = j.K, N = j.N, width = (it.q1 - it.q0) * NR, n0 = it.q0 * NR, n1 = std::min(N, it.q1 * NR);
   const int64_t rows = i1 - i0, row_panels = (rows + MR - 1) / MR;
   std::fill(acc, acc + row_panels * MR * width, Acc(0));
   for (int64_t k0 = 0; k0 < K; k0 += KB) {
@@ -80,7 +84,7 @@ __attribute__((always_inline)) inline void rows_block(const Job<T>& j, int64_t i
         }
     for (int64_t p = 0; p < row_panels; ++p) {
       const Acc* a = ap + p * KB * MR;
-      for (int64_t q = 0; q < panels; ++q) {
+      for (int64_t q = it.q0; q < it.q1; ++q) {
         const Acc* b = j.bp + (q * K + k0) * NR;
         // every index below is a constant after unrolling, so c stays in
         // registers (12 FMAs on 12 ymm per k for float); the padding rows
@@ -97,7 +101,7 @@ __attribute__((always_inline)) inline void rows_block(const Job<T>& j, int64_t i
         }
 #pragma GCC unroll 6
         for (int64_t r = 0; r < MR; ++r) {
-          Acc* out = acc + (p * MR + r) * width + q * NR;
+          Acc* out = acc + (p * MR + r) * width + (q - it.q0) * NR;
 #pragma GCC unroll 4
           for (int w = 0; w < W; ++w) *reinterpret_cast<L*>(out + w * (NR / W)) += c[r][w];
         }
@@ -105,18 +109,18 @@ __attribute__((always_inline)) inline void rows_block(const Job<T>& j, int64_t i
     }
   }
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t n = 0; n < N; ++n)
-      j.C[(i0 + r) * N + n] = from_acc<T>(acc[r * width + n] + (j.bias ? to_acc(j.bias[n]) : Acc(0)));
+    for (int64_t n = n0; n < n1; ++n)
+      j.C[(i0 + r) * N + n] = from_acc<T>(acc[r * width + n - n0] + (j.bias ? to_acc(j.bias[n]) : Acc(0)));
 }
 
 template <class T>
-void rows_block_base(const Job<T>& j, int64_t i0, int64_t i1, acc_t<T>* ap, acc_t<T>* acc) {
-  rows_block(j, i0, i1, ap, acc);
+void rows_block_base(const Job<T>& j, Item it, acc_t<T>* ap, acc_t<T>* acc) {
+  rows_block(j, it, ap, acc);
 }
 template <class T>
-__attribute__((target("avx2,fma"))) void rows_block_avx2(const Job<T>& j, int64_t i0, int64_t i1, acc_t<T>* ap,
+__attribute__((target("avx2,fma"))) void rows_block_avx2(const Job<T>& j, Item it, acc_t<T>* ap,
                                                           acc_t<T>* acc) {
-  rows_block(j, i0, i1, ap, acc);
+  rows_block(j, it, ap, acc);
 }
 
 bool has_avx2() {
@@ -128,51 +132,87 @@ bool has_avx2() {
 #endif
 }
 
-// Blocks of MB rows, dealt round-robin to up to one thread per core; a
-// problem under ~4M multiply-adds stays on the calling thread.
-// False when a buffer could not be allocated.
+// Items of MB rows by a range of B's panels, dealt round-robin to up to one
+// thread per core: a short C (fewer row blocks than cores, as MNIST's 64-row
+// batches) is cut along N too. A problem under ~4M multiply-adds stays on the
+// calling thread.
+struct Split {
+  int64_t row_blocks, cuts, per_cut, items, threads;
+  Split(int64_t M, int64_t N, int64_t K) {
+    const int64_t panels = (N + NR - 1) / NR, cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    const bool small = M * N * K < (int64_t(1) << 22);
+    row_blocks = (M + MB - 1) / MB;
+    cuts = small ? 1 : std::max<int64_t>(1, std::min(panels, (cores + row_blocks - 1) / row_blocks));
+    per_cut = (panels + cuts - 1) / cuts, items = row_blocks * cuts;
+    threads = small ? 1 : std::min(cores, items);
+  }
+  int64_t scratch_per_thread() const { return MB * KB + MB * per_cut * NR; }  // A panels, C accumulator
+};
+
 template <class T>
-bool gemm(const Job<T>& j) {
-  using Acc = acc_t<T>;
-  const int64_t blocks = (j.M + MB - 1) / MB, width = (j.N + NR - 1) / NR * NR;
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t threads = j.M * j.N * j.K < (int64_t(1) << 22) ? 1 : std::min(cores, blocks);
-  std::atomic<bool> out_of_memory{false};
-  auto work = [&](int64_t t) noexcept {
-    try {
-      std::vector<Acc> ap(size_t(MB * KB)), acc(size_t(MB * width));
-      for (int64_t b = t; b < blocks; b += threads) {
-        const int64_t i0 = b * MB, i1 = std::min(j.M, i0 + MB);
-        if (has_avx2())
-          rows_block_avx2(j, i0, i1, ap.data(), acc.data());
-        else
-          rows_block_base(j, i0, i1, ap.data(), acc.data());
-      }
-    } catch (const std::bad_alloc&) {
-      out_of_memory = true;
+void gemm(const Job<T>& j, const Split& sp, acc_t<T>* scratch) {
+  const int64_t panels = (j.N + NR - 1) / NR;
+  auto work = [&](int64_t t) {
+    acc_t<T>* ap = scratch + t * sp.scratch_per_thread();
+    acc_t<T>* acc = ap + MB * KB;
+    for (int64_t i = t; i < sp.items; i += sp.threads) {
+      const int64_t b = i / sp.cuts, c = i % sp.cuts;
+      const Item it{b * MB, std::min(j.M, b * MB + MB), c * sp.per_cut, std::min(panels, (c + 1) * sp.per_cut)};
+      if (it.q0 >= it.q1) continue;
+      if (has_avx2())
+        rows_block_avx2(j, it, ap, acc);
+      else
+        rows_block_base(j, it, ap, acc);
     }
   };
   std::vector<std::thread> pool;
-  pool.reserve(size_t(threads));
   int64_t started = 1;
   try {
-    for (; started < threads; ++started) pool.emplace_back(work, started);
-  } catch (const std::system_error&) {  // no thread to be had: this one does the rest
+    pool.reserve(size_t(sp.threads));
+    for (; started < sp.threads; ++started) pool.emplace_back(work, started);
+  } catch (const std::exception&) {  // no thread (or room for one) to be had: this one does the rest
   }
   work(0);
-  for (int64_t t = started; t < threads; ++t) work(t);
+  for (int64_t t = started; t < sp.threads; ++t) work(t);
   for (auto& th : pool) th.join();
-  return !out_of_memory;
 }
 
+// The calling thread's scratch (packed B, then each worker's A panels and
+// accumulator), kept between calls up to 32 MB: a fresh buffer of this size
+// is mapped anew by malloc each call, and its page faults cost more than a
+// small product (~50 us of a 64 x 784 x 256 linear).
+template <class Acc>
+Acc* scratch(size_t n, std::vector<Acc>& once) {
+  thread_local std::vector<Acc> kept;
+  if (n * sizeof(Acc) > (size_t(32) << 20)) {
+    once.resize(n);
+    return once.data();
+  }
+  if (kept.size() < n) kept.resize(n);
+  return kept.data();
+}
+
+// B's panels: panel q holds columns [16q, 16q + 16) as [K][16], zero past N.
+// Read in 8 x 16 tiles so that a k-major B (linear's weight, read along k)
+// and an n-major one (read along n) both move whole cache lines.
 template <class T>
 void pack_b(int64_t N, int64_t K, const T* B, int64_t sbk, int64_t sbn, acc_t<T>* bp) {
-  for (int64_t q = 0; q < (N + NR - 1) / NR; ++q)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t e = 0; e < NR; ++e) {
-        const int64_t n = q * NR + e;
-        bp[(q * K + k) * NR + e] = n < N ? to_acc(B[k * sbk + n * sbn]) : acc_t<T>(0);
-      }
+  for (int64_t q = 0; q < (N + NR - 1) / NR; ++q) {
+    acc_t<T>* panel = bp + q * K * NR;
+    const int64_t cols = std::min(NR, N - q * NR);
+    const T* src = B + q * NR * sbn;
+    for (int64_t k0 = 0; k0 < K; k0 += 8) {
+      const int64_t kn = std::min<int64_t>(8, K - k0);
+      if (sbk < sbn)
+        for (int64_t e = 0; e < cols; ++e)
+          for (int64_t k = k0; k < k0 + kn; ++k) panel[k * NR + e] = to_acc(src[k * sbk + e * sbn]);
+      else
+        for (int64_t k = k0; k < k0 + kn; ++k)
+          for (int64_t e = 0; e < cols; ++e) panel[k * NR + e] = to_acc(src[k * sbk + e * sbn]);
+      for (int64_t k = k0; k < k0 + kn; ++k)
+        for (int64_t e = cols; e < NR; ++e) panel[k * NR + e] = acc_t<T>(0);
+    }
+  }
 }
 
 }  // namespace
@@ -186,19 +226,22 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
     const T* a = static_cast<const T*>(p->a);
     const T* b = static_cast<const T*>(p->b);
     T* c = static_cast<T*>(p->c);
-    std::vector<acc_t<T>> bp;
+    const Split sp(p->M, p->N, p->K);
+    const int64_t packed = (p->N + NR - 1) / NR * NR * p->K;
+    std::vector<acc_t<T>> once;
+    acc_t<T>* bp;
     try {
-      bp.resize(size_t((p->N + NR - 1) / NR * NR * p->K));
+      bp = scratch<acc_t<T>>(size_t(packed + sp.threads * sp.scratch_per_thread()), once);
     } catch (const std::bad_alloc&) {
-      return tc_fail(TC_ERR_INTERNAL, "%s: out of memory packing b (%lld x %lld)", op, (long long)p->K,
-                     (long long)p->N);
+      return tc_fail(TC_ERR_INTERNAL, "%s: out of memory for a %lld x %lld x %lld product's scratch", op,
+                     (long long)p->M, (long long)p->N, (long long)p->K);
     }
     for (int64_t z = 0; z < p->batch; ++z) {
       if (z == 0 || p->b_stride[0] != 0)
-        pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp.data());
-      if (!gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp.data(),
-                    static_cast<const T*>(p->bias), c + z * p->M * p->N}))
-        return tc_fail(TC_ERR_INTERNAL, "%s: out of memory in a row block", op);
+        pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp);
+      gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp,
+               static_cast<const T*>(p->bias), c + z * p->M * p->N},
+              sp, bp + packed);
     }
     return TC_OK;
   });
