@@ -141,3 +141,15 @@ def test_matmul_capi_out_at_an_odd_element(device):
         arrays = (lambda t: t.numpy()) if device == "cpu" else (lambda t: t)
         capi.matmul(arrays(a), arrays(b), out=arrays(out), algo=algo)
         torch.testing.assert_close(out, ref, rtol=0, atol=0, msg=lambda m: f"algo {algo}: {m}")
+
+
+# The CPU kernel deals 96-row blocks to threads and, when there are fewer
+# blocks than cores, cuts the 16-column panels into ranges as well (ragged
+# here: 40 columns are 3 panels, the last half empty); B packs from either
+# layout (NN: read along n, NT: along k).
+@pytest.mark.parametrize("layout", ["NN", "NT", "TT"])
+@pytest.mark.parametrize("sa,sb", [((50, 3000), (3000, 40)), ((200, 700), (700, 72)), ((1, 5000), (5000, 900))],
+                         ids=str)
+def test_matmul_cpu_work_split(dtype, layout, sa, sb):
+    a, b = _operands(sa, sb, layout, "cpu", dtype)
+    check_op(tinycuda.matmul, torch.matmul, [a, b], rtol32=1e-4, atol32=1e-4, grad_atol32=1e-3)
