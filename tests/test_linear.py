@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda
-from conftest import check_op, requires_cuda
+from conftest import DEVICES, check_op, requires_cuda
 from tinycuda import variants
 
 pytestmark = pytest.mark.racecheck
@@ -28,6 +28,43 @@ def test_linear_cuda_variants(dtype, variant, m, k, n):
             variants.call("linear", variant, x, w, b)
         return
     check_op(variants.get("linear", variant), F.linear, [x, w, b], rtol32=1e-4, atol32=1e-3, grad_atol32=2e-3)
+
+
+_ACT = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
+_ACT_OP = {"relu": lambda p: torch.ops.tinycuda.relu(p), "gelu": lambda p: torch.ops.tinycuda.gelu(p, "none"),
+           "gelu_tanh": lambda p: torch.ops.tinycuda.gelu(p, "tanh")}
+
+
+# Every GEMM path with the activation: wgmma applies it in its epilogue (staged
+# 128-byte rows: (300, 72, 264) ragged in M and N, (33, 17, 129) an odd N on
+# the element-store path), the other variants, the GEMV (m = 1) and the CPU
+# kernel write P and run the activation as a pass. y must be act(pre) and both
+# as accurate as torch's unfused pair, gradients included.
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", list(_ACT))
+@pytest.mark.parametrize("m,k,n", [(300, 72, 264), (33, 17, 129), (256, 64, 136), (1, 4099, 129)], ids=str)
+def test_linear_act_every_path(dtype, device, activation, m, k, n):
+    x = torch.randn(m, k, device=device).to(dtype)
+    w = (torch.randn(n, k, device=device) / k**0.5).to(dtype)
+    b = torch.randn(n, device=device).to(dtype)
+    ref = lambda x, w, b: _ACT[activation](F.linear(x, w, b))
+    # auto, then (CUDA) the variants: naive, tiled, regtile, mma, wgmma (tc_gemm_algo)
+    algos = [0] if device == "cpu" else [0, 1, 2, 3] + ([4, 5] if dtype != torch.float32 else [])
+    for algo in algos:
+        def ours(x, w, b, algo=algo):
+            need = x.requires_grad or w.requires_grad or b.requires_grad
+            return torch.ops.tinycuda.linear_act(x, w, b, activation, save_pre=need, algo=algo)[0]
+        check_op(ours, ref, [x, w, b], rtol32=1e-4, atol32=1e-3, grad_atol32=2e-3)
+        y, pre = torch.ops.tinycuda.linear_act(x, w, b, activation, save_pre=True, algo=algo)
+        check_op(lambda x, w, b: pre, F.linear, [x, w, b], grad=False, rtol32=1e-4, atol32=1e-3)
+        torch.testing.assert_close(y, _ACT_OP[activation](pre))
+
+
+def test_linear_act_backward_needs_pre():
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(3, 5, requires_grad=True)
+    y, _ = torch.ops.tinycuda.linear_act(x, w, None, "gelu")  # save_pre=False, yet a gradient is asked for
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_act: the backward needs the pre-activation"):
+        y.sum().backward()
 
 
 def test_linear_rejects_unknown_variant():

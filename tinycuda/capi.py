@@ -43,8 +43,8 @@ from . import _build
 __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
            "cross_entropy_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
-           "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward", "rms_norm",
-           "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
+           "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
+           "rms_norm", "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
            "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
 
 
@@ -485,16 +485,37 @@ def _linear_dims(op, v):
     return math.prod(x.shape[:-1]), w.shape[0], w.shape[1]
 
 
-def linear(x, weight, bias=None, *, algo=0, out=None, stream=None):
-    """x @ weight.T + bias; x [..., K], weight [N, K], bias [N] or None."""
-    op = "linear"
+def _linear(op, x, weight, bias, activation, save_pre, algo, out, pre, stream):
     v = _check(op, {"x": x, "weight": weight, "bias": bias})
     M, N, K = _linear_dims(op, v)
     if bias is not None and v["bias"].shape != (N,):
         raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({N},), got {v['bias'].shape}")
-    y, yv = _array(op, "out", out, v["x"], (*v["x"].shape[:-1], N))
-    _call(op, v["x"], stream, M=M, N=N, K=K, x=v["x"], weight=v["weight"], bias=v.get("bias"), y=yv, algo=algo)
-    return y
+    shape = (*v["x"].shape[:-1], N)
+    y, yv = _array(op, "out", out, v["x"], shape)
+    p, pv = _array(op, "pre", pre, v["x"], shape) if save_pre or pre is not None else (None, None)
+    _call(op, v["x"], stream, entry="linear", M=M, N=N, K=K, x=v["x"], weight=v["weight"], bias=v.get("bias"),
+          activation=activation, y=yv, pre=pv, algo=algo)
+    return y, p
+
+
+def linear(x, weight, bias=None, *, algo=0, out=None, stream=None):
+    """x @ weight.T + bias; x [..., K], weight [N, K], bias [N] or None."""
+    return _linear("linear", x, weight, bias, "TC_ACT_NONE", False, algo, out, None, stream)[0]
+
+
+_ACTIVATIONS = {"relu": "TC_ACT_RELU", "gelu": "TC_ACT_GELU", "gelu_tanh": "TC_ACT_GELU_TANH"}
+
+
+def linear_act(x, weight, bias=None, activation="gelu", *, save_pre=False, algo=0, out=None, pre=None,
+               stream=None):
+    """(act(x @ weight.T + bias), P or None): the activation ("relu", "gelu",
+    "gelu_tanh") in the GEMM's epilogue; P = x @ weight.T + bias, what the
+    activation's backward reads, also written with save_pre=True (or into pre=)."""
+    op = "linear_act"
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"tinycuda.capi.{op}: activation must be 'relu', 'gelu' or 'gelu_tanh', "
+                         f"got {activation!r}")
+    return _linear(op, x, weight, bias, _ACTIVATIONS[activation], save_pre, algo, out, pre, stream)
 
 
 def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad_x=None, grad_weight=None,

@@ -434,6 +434,38 @@ def _linear_cuda_errors():
                       (torch.randn(4, 5, device="cuda"), torch.randn(3, 5)))]
 
 
+_ACTS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
+
+
+def _linear_act_ref(x, weight, bias=None, activation="gelu"):
+    return _ACTS[activation](F.linear(x, weight, bias))
+
+
+def _linear_act_samples(device, dtype):
+    # linear's shapes that reach every CUDA path: empty, 1 x 1, tile remainders, K = 0, every extent a multiple of 4
+    cases = [((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((5,), 0, 3), ((130,), 20, 129),
+             ((12, 11), 64, 36)]
+    for i, (batch, k, n) in enumerate(cases):
+        x, w = randn((*batch, k), device, dtype), randn((n, k), device, dtype, 1 / max(k, 1) ** 0.5)
+        b = randn(n, device, dtype)
+        act = list(_ACTS)[i % 3]
+        yield from _layouts(lambda lay: ((view(x, lay), view(w, lay), b), {"activation": act}),
+                            f"{_shape_id(batch)}-{k}-{n}-{act}")
+        yield Sample(f"{_shape_id(batch)}-{k}-{n}-{act}-nobias", (x, w), {"activation": act})
+
+
+def _linear_act_errors():
+    x, w = torch.randn(4, 5), torch.randn(3, 5)
+    f = ops.linear_act
+    return [
+        ErrorCase(r"tinycuda::linear_act: activation must be 'relu', 'gelu' or 'gelu_tanh', got 'tanh'", f,
+                  (x, w), {"activation": "tanh"}),
+        ErrorCase(r"tinycuda::linear_act: x's last dim \(6\) must equal weight's in_features \(5\)", f,
+                  (torch.randn(4, 6), w)),
+        ErrorCase(r"tinycuda::linear_act: bias must have shape \[3\]", f, (x, w, torch.randn(4))),
+    ]
+
+
 # (a shape, b shape): 2-D and batched, broadcast batches, vectors, empty and
 # unit dims, K past the 4097-term mark, tile remainders (the CUDA tiles are
 # 128 x 128 and 128 x 256)
@@ -902,6 +934,12 @@ OPS = [
                         "all": [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
                         "cpu": [(128, 256, 128), (512, 512, 512)]},
                        _linear_bench, _linear_flops, fp32_tol=1e-3)),
+    OpInfo("linear_act", ops.linear_act, _linear_act_ref, _linear_act_samples, rtol=1e-4, atol=1e-4,
+           grad_atol=5e-4, errors=_linear_act_errors,
+           bench=Bench({"small": [(1024, 1024, 1024)], "large": [(8192, 4096, 14336)],
+                        "all": [(4096, 4096, 4096), (8192, 14336, 4096), (8192, 4096, 14336)],
+                        "cpu": [(128, 256, 128), (512, 512, 512)]},
+                       lambda sh, dt, dev: _linear_bench(sh, dt, dev) + ["gelu"], _linear_flops, fp32_tol=1e-3)),
     # fp32 dot products of up to 4097 terms, as linear's
     OpInfo("matmul", ops.matmul, torch.matmul, _matmul_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4,
            racecheck=True, errors=_matmul_errors, cuda_errors=_matmul_cuda_errors,

@@ -56,6 +56,8 @@ struct Job {
   const acc_t<T>* bp;  // [panels][K][NR]
   const T* bias;
   T* C;
+  T* pre;  // or null
+  int act;
 };
 
 // One work item: rows [i0, i1) of C (at most MB) by B's panels [q0, q1).
@@ -108,9 +110,15 @@ __attribute__((always_inline)) inline void rows_block(const Job<T>& j, Item it, 
       }
     }
   }
+  // the epilogue, as the CUDA kernels': P = acc + bias rounded to T, into
+  // pre; act(P) into C
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t n = n0; n < n1; ++n)
-      j.C[(i0 + r) * N + n] = from_acc<T>(acc[r * width + n - n0] + (j.bias ? to_acc(j.bias[n]) : Acc(0)));
+    for (int64_t n = n0; n < n1; ++n) {
+      const int64_t i = (i0 + r) * N + n;
+      const T P = from_acc<T>(acc[r * width + n - n0] + (j.bias ? to_acc(j.bias[n]) : Acc(0)));
+      if (j.pre) j.pre[i] = P;
+      j.C[i] = j.act == TC_ACT_NONE ? P : from_acc<T>(activate(j.act, to_acc(P)));
+    }
 }
 
 template <class T>
@@ -240,7 +248,8 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
       if (z == 0 || p->b_stride[0] != 0)
         pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp);
       gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp,
-               static_cast<const T*>(p->bias), c + z * p->M * p->N},
+               static_cast<const T*>(p->bias), c + z * p->M * p->N,
+               p->pre ? static_cast<T*>(p->pre) + z * p->M * p->N : nullptr, p->activation},
               sp, bp + packed);
     }
     return TC_OK;

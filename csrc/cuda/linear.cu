@@ -20,7 +20,8 @@ tc_status tc_linear_cuda(const tc_linear_params* p) {
   TC_RETURN_IF_ERROR(linear_check(p));
   const tc_matmul_params mm{.dtype = p->dtype, .batch = 1, .M = p->M, .N = p->N, .K = p->K,
                             .a = p->x, .a_stride = {0, p->K, 1}, .b = p->weight, .b_stride = {0, 1, p->K},
-                            .bias = p->bias, .c = p->y, .algo = p->algo, .stream = p->stream};
+                            .bias = p->bias, .activation = p->activation, .c = p->y, .pre = p->pre,
+                            .algo = p->algo, .stream = p->stream};
   return matmul_cuda("linear", &mm);
 }
 

@@ -40,6 +40,7 @@
 #include "../shared/matmul_core.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/mma.cuh"
+#include "kit/pointwise.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -72,17 +73,28 @@ struct Gemm {
   int64_t sbb, sbk, sbn;
   const T* bias;
   T* C;
+  T* pre;  // P, laid out as C, or null
+  int act;
 
   static Gemm of(const tc_matmul_params* p) {
     return {p->batch, p->M, p->N, p->K,
             static_cast<const T*>(p->a), p->a_stride[0], p->a_stride[1], p->a_stride[2],
             static_cast<const T*>(p->b), p->b_stride[0], p->b_stride[1], p->b_stride[2],
-            static_cast<const T*>(p->bias), static_cast<T*>(p->c)};
+            static_cast<const T*>(p->bias), static_cast<T*>(p->c), static_cast<T*>(p->pre), p->activation};
   }
   // batches [z0, z0 + n)
   Gemm slice(int64_t z0, int64_t n) const {
     Gemm g = *this;
     g.batch = n, g.A += z0 * sab, g.B += z0 * sbb, g.C += z0 * M * N;
+    if (pre) g.pre += z0 * M * N;
+    return g;
+  }
+  // The problem for a kernel without the epilogue: P (product + bias) into
+  // pre, or into C when there is none; the activation follows as a pass.
+  Gemm unfused() const {
+    Gemm g = *this;
+    if (pre) g.C = pre;
+    g.pre = nullptr, g.act = TC_ACT_NONE;
     return g;
   }
 };
@@ -520,6 +532,13 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
 // bytes have landed, `empty` when both consumers are done reading it. The
 // producer gives its registers to the consumers (setmaxnreg 40 / 232): 128
 // accumulators plus addressing do not fit the 168 a 384-thread block gets.
+// The grid is persistent: one block per SM walks output tiles (batches
+// included) in grouped order, and the stage ring runs on across tiles, so the
+// producer loads the next tile's first stages while the consumers store this
+// one. Stores go through shared memory as whole 128-byte rows (store_tile).
+// The epilogue adds the bias to the fp32 accumulators, rounds them to the
+// output type (P), and writes P to pre and act(P) to C, as unfused torch
+// would compute F.gelu(F.linear(...)), without P's round trip to memory.
 // TMA zero-fills boxes past the matrix's edge, so ragged M, N and K need no
 // code. Either operand may be k-major (unit stride along k: x and W of
 // linear's forward) or m/n-major (unit stride along m or n: the backward's
@@ -530,7 +549,9 @@ namespace wg {
 constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kConsumers = 2, kThreads = 128 * (kConsumers + 1);
 constexpr int kATile = BM * BK, kBTile = BN * BK;  // elements
 constexpr int kBox = 64;                           // an m/n-major box is 64 elements (128 bytes) wide
-constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + 1024;  // + slack to align to 1 KiB
+constexpr int kOut = 64 * 64;                      // a consumer's epilogue slab: 64 rows x 64 columns
+// 192 KiB of stages, 16 KiB of epilogue slabs, slack to align to 1 KiB: 209 of the 227 KiB a block may have
+constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + kConsumers * kOut * 2 + 1024;
 
 // k-tile t of one operand into a stage: a k-major operand is one [rows][64 k]
 // box; an m/n-major one is rows/64 boxes of [64 k][64 i], 8 KiB apart.
@@ -554,11 +575,76 @@ __device__ __forceinline__ uint64_t tile_desc(const T* tile, int kk) {
   return kMN ? wgmma_desc_mn(tile + kk * kBox, kBox * BK * sizeof(T)) : wgmma_desc(tile + kk);
 }
 
+// A consumer's 64 x 256 outputs, d[4j + 2h + e] at row 16 w + g + 8h and
+// column 8j + 2q + e (w the warp, lane = 4g + q), plus bias, rounded to T
+// (that is P), in 64-column slabs through an 8 KiB shared tile, so that the
+// global stores are whole 128-byte rows (16 bytes a thread) instead of the
+// fragments' 4 bytes in 8 rows, which wrote twice the sectors (bmm with
+// K = 128 ran at a third of cuBLAS). From the tile, P goes to pre and
+// act(P) to C. The tile's rows are 128 bytes, 16-byte chunk c of row r at
+// c ^ (r % 8): the fragment writes (8 rows x 4 bytes x 4 chunks a warp) and
+// the row reads are both free of bank conflicts.
+template <class T>
+__device__ __forceinline__ void store_tile(const float (&d)[128], T* staged, int64_t m0, int64_t n0, int64_t M,
+                                           int64_t N, const T* bias, T* pre, int act, T* C, int c, int tid) {
+  const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
+  const bool vec = N % 8 == 0 && reinterpret_cast<uintptr_t>(C) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(pre) % 16 == 0;
+#pragma unroll
+  for (int slab = 0; slab < 4; ++slab) {
+    named_barrier(1 + c, 128);  // the previous slab's reads are done
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = 8 * slab + jj;
+      const int64_t n = n0 + 8 * j + 2 * q;
+      const float b0 = bias && n < N ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * w + g + 8 * h;
+        T pair[2] = {from_acc<T>(d[4 * j + 2 * h] + b0), from_acc<T>(d[4 * j + 2 * h + 1] + b1)};
+        *reinterpret_cast<uint32_t*>(staged + r * 64 + ((jj ^ (r % 8)) * 8) + 2 * q) =
+            *reinterpret_cast<const uint32_t*>(pair);
+      }
+    }
+    named_barrier(1 + c, 128);  // the slab is in shared memory
+#pragma unroll 1
+    for (int i = tid; i < 64 * 8; i += 128) {
+      const int r = i / 8, chunk = i % 8;
+      const int64_t m = m0 + r, n = n0 + 64 * slab + 8 * chunk;
+      if (m >= M || n >= N) continue;
+      Vec<T> v = load_vec<T>(staged + r * 64 + ((chunk ^ (r % 8)) * 8));
+      const int64_t at = m * N + n;
+      const int e_end = N - n < 8 ? int(N - n) : 8;
+      if (pre) {
+        if (vec) store_vec(pre + at, v);
+        else for (int e = 0; e < e_end; ++e) pre[at + e] = v.v[e];
+      }
+      if (act != TC_ACT_NONE)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(activate(act, to_acc(v.v[e])));
+      if (vec) store_vec(C + at, v);
+      else for (int e = 0; e < e_end; ++e) C[at + e] = v.v[e];
+    }
+  }
+}
+
+// The output tile a persistent block's `tile` is: batch z, then grouped_tile
+// within it (every block walks tiles blockIdx.x, + gridDim.x, ...).
+struct TileAt {
+  int z;
+  int64_t m0, n0;
+};
+__device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_t M, int64_t N) {
+  const auto [m0, n0] = grouped_tile(tile % tiles_mn, M, N, BM, BN);
+  return {int(tile / tiles_mn), m0, n0};
+}
+
 // kTA: A is m-major (unit stride along m); kTB: B is n-major.
 template <class T, bool kTA, bool kTB>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                  int64_t M, int64_t N, int64_t K, const T* __restrict__ bias, T* __restrict__ C) {
+                  int64_t M, int64_t N, int64_t K, int64_t batch, const T* __restrict__ bias, T* pre, int act,
+                  T* __restrict__ C) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
@@ -566,8 +652,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   T* sb = sa + kStages * kATile;
   __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int z = blockIdx.y;
-  const auto [m0, n0] = grouped_tile(blockIdx.x, M, N, BM, BN);
+  const int64_t tiles_mn = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), tiles = tiles_mn * batch;
   const int tiles_k = int((K + BK - 1) / BK);
 
   if (threadIdx.x == 0) {
@@ -576,69 +661,60 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   }
   __syncthreads();
 
+  // `it` counts k-tiles across this block's output tiles, the same way in the
+  // producer and the consumers, so stage and phase follow from it alone (it
+  // may wrap: 2^32 is a multiple of 2 * kStages).
   if (warpgroup == 0) {  // producer
     setmaxnreg_dec<40>();
-    if (tid == 0)
-      for (int t = 0; t < tiles_k; ++t) {
-        const int s = t % kStages;
-        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
-        mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
-        load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, m0, z, &full[s]);
-        load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, n0, z, &full[s]);
+    if (tid == 0) {
+      uint32_t it = 0;
+      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const TileAt at = tile_at(tile, tiles_mn, M, N);
+        for (int t = 0; t < tiles_k; ++t, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbar_wait(&empty[s], (it / kStages - 1) & 1);
+          mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
+          load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, at.m0, at.z, &full[s]);
+          load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, at.n0, at.z, &full[s]);
+        }
       }
+    }
     return;
   }
 
   setmaxnreg_inc<232>();
   const int c = warpgroup - 1;
-  float d[128];
+  T* staged = sb + kStages * kBTile + c * kOut;  // this consumer's epilogue tile
+  uint32_t it = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const TileAt at = tile_at(tile, tiles_mn, M, N);
+    float d[128];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-  // Tile t's wgmmas are issued while tile t-1's may still run (wait<1>), so
-  // the tensor cores do not drain between k-tiles; a stage goes back to the
-  // producer once the group that read it has completed.
-  for (int t = 0; t < tiles_k; ++t) {
-    const int s = t % kStages;
-    mbar_wait(&full[s], (t / kStages) & 1);
-    wgmma_pin(d);
-    wgmma_fence();
-    const T* a_tile = sa + s * kATile + c * 64 * BK;  // this consumer's 64 rows (either layout)
-    const T* b_tile = sb + s * kBTile;
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    // Tile t's wgmmas are issued while tile t-1's may still run (wait<1>), so
+    // the tensor cores do not drain between k-tiles; a stage goes back to the
+    // producer once the group that read it has completed.
+    for (int t = 0; t < tiles_k; ++t, ++it) {
+      const int s = it % kStages;
+      mbar_wait(&full[s], (it / kStages) & 1);
+      wgmma_pin(d);
+      wgmma_fence();
+      const T* a_tile = sa + s * kATile + c * 64 * BK;  // this consumer's 64 rows (either layout)
+      const T* b_tile = sb + s * kBTile;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16)
-      wgmma_64x256<T, kTA, kTB>(d, tile_desc<kTA>(a_tile, kk), tile_desc<kTB>(b_tile, kk));
-    wgmma_commit();
-    wgmma_wait<1>();
-    wgmma_pin(d);
-    if (t > 0 && tid == 0) mbar_arrive(&empty[(t - 1) % kStages]);
-  }
-  wgmma_wait<0>();
-  wgmma_pin(d);
-
-  // d[4j..4j+3]: the 8 columns 8j.. of rows g and g + 8 of this warp's 16 (as mma's)
-  C += int64_t(z) * M * N;
-  const int g = tid % 32 / 4, q = tid % 4;
-  const bool paired = N % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 4 == 0;  // as mma's epilogue
-  const int64_t row0 = m0 + c * 64 + tid / 32 * 16 + g;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int64_t n = n0 + 8 * j + 2 * q;
-    if (n >= N) continue;
-    const float b0 = bias ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t m = row0 + 8 * h;
-      if (m >= M) continue;
-      T* out = C + m * N + n;
-      const T v0 = from_acc<T>(d[4 * j + 2 * h] + b0);
-      if (n + 1 < N && paired) {
-        T pair[2] = {v0, from_acc<T>(d[4 * j + 2 * h + 1] + b1)};
-        *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(pair);
-      } else {
-        out[0] = v0;
-        if (n + 1 < N) out[1] = from_acc<T>(d[4 * j + 2 * h + 1] + b1);
-      }
+      for (int kk = 0; kk < BK; kk += 16)
+        wgmma_64x256<T, kTA, kTB>(d, tile_desc<kTA>(a_tile, kk), tile_desc<kTB>(b_tile, kk));
+      wgmma_commit();
+      wgmma_wait<1>();
+      wgmma_pin(d);
+      if (t > 0 && tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     }
+    wgmma_wait<0>();
+    wgmma_pin(d);
+    if (tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    // The producer is already loading the next tile while this one is stored.
+    const int64_t z_off = at.z * M * N;
+    store_tile(d, staged, at.m0 + c * 64, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, C + z_off, c, tid);
   }
 #endif
 }
@@ -688,34 +764,52 @@ bool tensor_map(CUtensorMap* map, const T* X, Major mj, int64_t rows, int64_t K,
                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Multiprocessors of device `dev` (asked once per device).
+inline int sm_count(int dev) {
+  static std::atomic<int> known[64];
+  int v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) v = 1;
+    known[dev].store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+// A persistent grid: one block per multiprocessor (fewer for fewer tiles),
+// each walking its tiles. The shared-memory attribute is set once per device.
 template <class T, bool kTA, bool kTB>
-tc_status run(const char* op, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g,
+tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g,
               cudaStream_t stream) {
   auto kernel = gemm_wgmma_kernel<T, kTA, kTB>;
-  TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
-                                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      int(kSmemBytes))));
-  const int64_t blocks = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN);
-  kernel<<<dim3(unsigned(blocks), unsigned(g.batch)), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K,
-                                                                                       g.bias, g.C);
+  static std::atomic<uint64_t> smem_set{0};  // bit d: set on device d
+  if (!(smem_set.load(std::memory_order_relaxed) >> dev & 1)) {
+    TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        int(kSmemBytes))));
+    smem_set.fetch_or(uint64_t(1) << dev, std::memory_order_relaxed);
+  }
+  const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * g.batch;
+  const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
+  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, g.batch, g.bias, g.pre, g.act,
+                                                                  g.C);
   return TC_OK;
 }
 
-// Whether the current device runs the kernel: sm_90 and an sm_90a cubin in
-// this build (elsewhere its body is compiled out). Asked once per device.
+// Whether the current device (set in *dev) runs the kernel: sm_90 and an
+// sm_90a cubin in this build (elsewhere its body is compiled out). Asked once
+// per device.
 template <class T>
-bool device_ok() {
+bool device_ok(int* dev) {
   static std::atomic<int8_t> known[64];  // 0 not asked yet, 1 yes, -1 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  int8_t v = known[dev].load(std::memory_order_relaxed);
+  if (cudaGetDevice(dev) != cudaSuccess || *dev < 0 || *dev >= 64) return false;
+  int8_t v = known[*dev].load(std::memory_order_relaxed);
   if (v == 0) {
     int major = 0;
     cudaFuncAttributes attr{};
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *dev) == cudaSuccess &&
                     major == 9 && cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T, false, false>) == cudaSuccess &&
                     attr.binaryVersion == 90 && encoder() != nullptr;
-    known[dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
+    known[*dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
   }
   return v == 1;
 }
@@ -726,7 +820,8 @@ template <class T>
 tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran) {
   *ran = false;
   // TMA coordinates are 32-bit, and a 0-wide box does not encode
-  if (!device_ok<T>() || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX || g.K > INT32_MAX) return TC_OK;
+  int dev = 0;
+  if (!device_ok<T>(&dev) || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX || g.K > INT32_MAX) return TC_OK;
   const Major ma = major(g.A, g.sam, g.sak, g.sab, g.batch), mb = major(g.B, g.sbn, g.sbk, g.sbb, g.batch);
   CUtensorMap ta, tb;
   if (ma == Major::kNone || mb == Major::kNone ||
@@ -735,8 +830,9 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ra
     return TC_OK;
   *ran = true;
   const bool a_mn = ma == Major::kMN, b_mn = mb == Major::kMN;
-  if (!a_mn) return b_mn ? run<T, false, true>(op, ta, tb, g, stream) : run<T, false, false>(op, ta, tb, g, stream);
-  return b_mn ? run<T, true, true>(op, ta, tb, g, stream) : run<T, true, false>(op, ta, tb, g, stream);
+  if (!a_mn)
+    return b_mn ? run<T, false, true>(op, dev, ta, tb, g, stream) : run<T, false, false>(op, dev, ta, tb, g, stream);
+  return b_mn ? run<T, true, true>(op, dev, ta, tb, g, stream) : run<T, true, false>(op, dev, ta, tb, g, stream);
 }
 }  // namespace wg
 
@@ -820,7 +916,7 @@ tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T
 }
 
 template <class T>
-tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream);
+tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream, bool* fused);
 
 // The regtile kernel over K's slices as a batch (slice z reads A and B from
 // k = z*chunk on and writes W[z]: the partials are the output type, so float
@@ -830,11 +926,12 @@ tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, T* W
   const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
   Gemm<T> s = g;
   s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
-  s.C = W;
-  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
+  s.C = W, s.pre = nullptr, s.act = TC_ACT_NONE;
+  bool fused;  // never: regtile
+  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream, &fused));
   if (rest > 0) {
     s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb, s.C = W + full * MN;
-    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream));
+    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream, &fused));
   }
   sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
   return TC_OK;
@@ -856,9 +953,32 @@ Walk walk(const T* X, int64_t I, int64_t K, int64_t si, int64_t sk, int64_t sz) 
   return Walk::kStrided;
 }
 
-// One launch of `algo` over g.batch <= 65535 batches.
+// After a kernel that wrote P (unfused()): C = act(P), P read from pre, or
+// from C itself in place; the relu and gelu families' pointwise loop, and
+// the same values as wgmma's fused epilogue.
 template <class T>
-tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream) {
+tc_status activation_pass(const char* op, tc_dtype dtype, const Gemm<T>& g, void* stream) {
+  if (g.act == TC_ACT_NONE) return TC_OK;
+  const int64_t n = g.batch * g.M * g.N;
+  const T* P = g.pre ? g.pre : g.C;
+  switch (g.act) {
+    case TC_ACT_RELU: return launch_pointwise<false>(op, dtype, n, P, nullptr, g.C, stream, ReluFn());
+    case TC_ACT_GELU: return launch_pointwise<false>(op, dtype, n, P, nullptr, g.C, stream, GeluFn<GeluErf>());
+    default: return launch_pointwise<false>(op, dtype, n, P, nullptr, g.C, stream, GeluFn<GeluTanh>());
+  }
+}
+
+// One launch of `algo` over g.batch <= 65535 batches. wgmma applies the
+// epilogue itself (*fused); every other kernel writes P (unfused()).
+template <class T>
+tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& full, cudaStream_t stream, bool* fused) {
+  *fused = false;
+  if constexpr (sizeof(T) == 2)
+    if (algo == TC_GEMM_WGMMA || algo == TC_GEMM_AUTO) {
+      TC_RETURN_IF_ERROR(wg::launch<T>(op, full, stream, fused));
+      if (*fused) return TC_OK;
+    }
+  const Gemm<T> g = full.unfused();
   const unsigned nz = unsigned(g.batch);
   switch (algo) {
     case TC_GEMM_NAIVE: {
@@ -880,9 +1000,7 @@ tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream
     case TC_GEMM_MMA:
     case TC_GEMM_AUTO:
       if constexpr (sizeof(T) == 2) {
-        bool ran = false;
-        if (algo != TC_GEMM_MMA) TC_RETURN_IF_ERROR(wg::launch<T>(op, g, stream, &ran));
-        return ran ? TC_OK : mma::launch<T>(op, g, stream);
+        return mma::launch<T>(op, g, stream);  // where wgmma could not run
       } else if (algo != TC_GEMM_AUTO) {
         return tc_fail(TC_ERR_INVALID_ARGUMENT,
                        "%s: the %s variant takes float16 or bfloat16 (float32 and float64 run on CUDA cores)", op,
@@ -924,19 +1042,24 @@ tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
       using Acc = acc_t<T>;
       const bool have = plan.splits == 1 || (q.workspace && q.workspace_bytes >= matmul_workspace_bytes(q));
       if (plan.kind == MatmulPlan::kGemv && have) {
-        TC_RETURN_IF_ERROR(launch_gemv<T>(op, g, plan, static_cast<Acc*>(q.workspace), stream));
-        return check_launch(op);
+        TC_RETURN_IF_ERROR(launch_gemv<T>(op, g.unfused(), plan, static_cast<Acc*>(q.workspace), stream));
+        TC_RETURN_IF_ERROR(check_launch(op));
+        return activation_pass(op, p->dtype, g, p->stream);
       }
       if constexpr (std::is_same_v<T, Acc>)
         if (plan.kind == MatmulPlan::kSplitK && have) {
-          TC_RETURN_IF_ERROR(launch_split_k<T>(op, g, plan, static_cast<T*>(q.workspace), stream));
-          return check_launch(op);
+          TC_RETURN_IF_ERROR(launch_split_k<T>(op, g.unfused(), plan, static_cast<T*>(q.workspace), stream));
+          TC_RETURN_IF_ERROR(check_launch(op));
+          return activation_pass(op, p->dtype, g, p->stream);
         }
     }
     constexpr int64_t kMaxBatch = 65535;  // the grid's y and z limit
     for (int64_t z0 = 0; z0 < g.batch; z0 += kMaxBatch) {
-      TC_RETURN_IF_ERROR(launch<T>(op, p->algo, g.slice(z0, std::min(kMaxBatch, g.batch - z0)), stream));
+      const Gemm<T> chunk = g.slice(z0, std::min(kMaxBatch, g.batch - z0));
+      bool fused = false;
+      TC_RETURN_IF_ERROR(launch<T>(op, p->algo, chunk, stream, &fused));
       TC_RETURN_IF_ERROR(check_launch(op));
+      if (!fused) TC_RETURN_IF_ERROR(activation_pass(op, p->dtype, chunk, p->stream));
     }
     return TC_OK;
   });

@@ -4,8 +4,22 @@
 #include <algorithm>
 #include <utility>
 
+#include "gelu_math.h"
 #include "internal.h"
+#include "relu_math.h"
 #include "tinycuda/matmul.h"
+
+// The epilogue's activation of the fp32 (fp64) accumulator, CPU and CUDA
+// alike: the relu and gelu families' own element functions.
+template <class A>
+TC_HD inline A activate(int act, A x) {
+  switch (act) {
+    case TC_ACT_RELU: return ReluFn()(x, A(0));
+    case TC_ACT_GELU: return GeluErf::value(x);
+    case TC_ACT_GELU_TANH: return GeluTanh::value(x);
+    default: return x;
+  }
+}
 
 inline tc_status matmul_check(const char* op, const tc_matmul_params* p) {
   TC_REQUIRE(p, "%s: params is NULL", op);
@@ -13,6 +27,9 @@ inline tc_status matmul_check(const char* op, const tc_matmul_params* p) {
   for (int i = 0; i < 3; ++i)
     TC_REQUIRE(p->a_stride[i] >= 0 && p->b_stride[i] >= 0, "%s: negative stride", op);
   TC_REQUIRE(p->batch * p->M * p->N == 0 || (p->c && (p->K == 0 || (p->a && p->b))), "%s: a pointer is NULL", op);
+  TC_REQUIRE(p->activation >= TC_ACT_NONE && p->activation <= TC_ACT_GELU_TANH,
+             "%s: activation must be 0 (none), 1 (relu), 2 (gelu) or 3 (gelu_tanh), got %d", op, p->activation);
+  TC_REQUIRE(!p->pre || p->pre != p->c, "%s: pre and c must be different buffers", op);
   TC_REQUIRE(p->algo >= TC_GEMM_AUTO && p->algo <= TC_GEMM_WGMMA,
              "%s: algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile), 4 (mma) or 5 (wgmma), got %d", op,
              int(p->algo));

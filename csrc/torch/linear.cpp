@@ -21,9 +21,9 @@ void check_linear(const char* op, const at::Tensor& x, const at::Tensor& weight)
            (long long)x.size(-1), (long long)weight.size(1));
 }
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
-                  const std::optional<at::Tensor>& bias, int64_t algo) {
-  const char* op = "linear";
+// y = act(x @ weight^T + bias); with `pre` also P = x @ weight^T + bias.
+at::Tensor linear_into(const char* op, const at::Tensor& x, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, int activation, at::Tensor* pre, int64_t algo) {
   if (bias) check_args(op, {{"x", x}, {"weight", weight}, {"bias", *bias}});
   else check_args(op, {{"x", x}, {"weight", weight}});
   check_linear(op, x, weight);
@@ -36,12 +36,37 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
   std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(N);
   at::Tensor y = empty_contiguous(out_shape, xc);
+  if (pre) *pre = empty_contiguous(out_shape, xc);
   const int64_t M = rows_of(xc);
   call(op, xc, tc_linear_cpu, tc_linear_cuda,
        tc_linear_params{.M = M, .N = N, .K = K, .x = xc.data_ptr(), .weight = wc.data_ptr(),
-                        .bias = bc.defined() ? bc.data_ptr() : nullptr, .y = y.data_ptr(),
-                        .algo = gemm_algo_of(op, algo)});
+                        .bias = bc.defined() ? bc.data_ptr() : nullptr, .activation = activation,
+                        .y = y.data_ptr(), .pre = pre ? pre->data_ptr() : nullptr, .algo = gemm_algo_of(op, algo)});
   return y;
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                  int64_t algo) {
+  return linear_into("linear", x, weight, bias, TC_ACT_NONE, nullptr, algo);
+}
+
+int activation_code(const char* op, c10::string_view activation) {
+  if (activation == "relu") return TC_ACT_RELU;
+  if (activation == "gelu") return TC_ACT_GELU;
+  if (activation == "gelu_tanh") return TC_ACT_GELU_TANH;
+  fail(op, fmt("activation must be 'relu', 'gelu' or 'gelu_tanh', got '%s'", std::string(activation).c_str()));
+}
+
+// (y, P): P is [0] unless save_pre (autograd asks for it when a gradient is needed).
+std::tuple<at::Tensor, at::Tensor> linear_act(const at::Tensor& x, const at::Tensor& weight,
+                                              const std::optional<at::Tensor>& bias, c10::string_view activation,
+                                              bool save_pre, int64_t algo) {
+  const char* op = "linear_act";
+  const int act = activation_code(op, activation);
+  at::Tensor pre;
+  at::Tensor y = linear_into(op, x, weight, bias, act, save_pre ? &pre : nullptr, algo);
+  if (!save_pre) pre = empty_contiguous({0}, y);
+  return {y, pre};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& grad_out,
@@ -75,12 +100,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
 template <class M>
 void impls(M& m) {
   m.impl("linear", &linear);
+  m.impl("linear_act", &linear_act);
   m.impl("linear_backward", &linear_backward);
 }
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
+  m.def("linear_act(Tensor x, Tensor weight, Tensor? bias, str activation, *, bool save_pre=False, int algo=0) "
+        "-> (Tensor, Tensor)");
   m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "
         "int algo=0) -> (Tensor, Tensor, Tensor)");
 }

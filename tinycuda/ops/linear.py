@@ -8,13 +8,29 @@ import torch
 
 from ._fake import register_fake
 
-__all__ = ["linear"]
+__all__ = ["linear", "linear_act"]
+
+_ACT_BACKWARD = {
+    "relu": lambda g, p: torch.ops.tinycuda.relu_backward(g, p),
+    "gelu": lambda g, p: torch.ops.tinycuda.gelu_backward(g, p, "none"),
+    "gelu_tanh": lambda g, p: torch.ops.tinycuda.gelu_backward(g, p, "tanh"),
+}
 
 
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias; x [..., in], weight [out, in], bias [out] or None.
     (The CUDA GEMM's kept variants, naive to wgmma: tinycuda.variants.)"""
     return torch.ops.tinycuda.linear(x, weight, bias)
+
+
+def linear_act(x, weight, bias=None, activation="gelu"):
+    """act(x @ weight.T + bias) in one GEMM with the activation in its epilogue:
+    F.gelu(F.linear(x, weight, bias)) for activation="gelu", "gelu_tanh" is
+    approximate="tanh", and "relu". The kernel also keeps the pre-activation
+    product when autograd will need it (the activation's backward reads it)."""
+    need = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or
+                                        (bias is not None and bias.requires_grad))
+    return torch.ops.tinycuda.linear_act(x, weight, bias, activation, save_pre=need)[0]
 
 
 @register_fake("tinycuda::linear")
@@ -24,6 +40,14 @@ def _linear_fake(x, weight, bias, algo):
     torch._check(x.shape[-1] == weight.shape[1],
                  lambda: "tinycuda::linear: x's last dim must equal weight's in_features")
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@register_fake("tinycuda::linear_act")
+def _linear_act_fake(x, weight, bias, activation, save_pre, algo):
+    torch._check(activation in _ACT_BACKWARD,
+                 lambda: f"tinycuda::linear_act: activation must be 'relu', 'gelu' or 'gelu_tanh', got '{activation}'")
+    y = _linear_fake(x, weight, bias, algo)
+    return y, y.new_empty(y.shape if save_pre else (0,))
 
 
 @register_fake("tinycuda::linear_backward")
@@ -54,3 +78,31 @@ def _backward(ctx, grad):
 
 
 torch.library.register_autograd("tinycuda::linear", _backward, setup_context=_setup)
+
+
+def _setup_act(ctx, inputs, keyword_only_inputs, output):
+    x, weight, bias, activation = inputs
+    pre = output[1]
+    ctx.mark_non_differentiable(pre)
+    ctx.save_for_backward(x, weight, pre)
+    ctx.has_bias = bias is not None
+    ctx.activation = activation
+    ctx.algo = keyword_only_inputs.get("algo", 0)
+
+
+def _backward_act(ctx, grad, _grad_pre):
+    x, weight, pre = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    need_b = need_b and ctx.has_bias
+    if not (need_x or need_w or need_b):
+        return None, None, None, None
+    if pre.numel() != grad.numel():
+        raise RuntimeError("tinycuda::linear_act: the backward needs the pre-activation product, which the "
+                           "forward kept only with save_pre=True (tinycuda.linear_act sets it when a gradient "
+                           "is needed)")
+    grad_pre = _ACT_BACKWARD[ctx.activation](grad, pre)
+    gx, gw, gb = torch.ops.tinycuda.linear_backward(grad_pre, x, weight, [need_x, need_w, need_b], algo=ctx.algo)
+    return gx if need_x else None, gw if need_w else None, gb if need_b else None, None
+
+
+torch.library.register_autograd("tinycuda::linear_act", _backward_act, setup_context=_setup_act)

@@ -1,5 +1,10 @@
-/* linear family: y = x @ weight^T + bias (torch.nn.functional.linear).
+/* linear family: y = act(x @ weight^T + bias) (torch.nn.functional.linear,
+ * and an activation fused into its epilogue: F.gelu(F.linear(x, w, b))).
  *   x [M, K], weight [N, K], bias [N] or NULL, y [M, N]; all contiguous.
+ *   activation: a tc_activation (matmul.h), applied to the product + bias
+ *   rounded to the dtype (P); pre [M, N] (or NULL) receives P, which the
+ *   activation's backward reads: grad_P = grad_y * act'(P), the relu and gelu
+ *   families' backward, then the backward below with grad_P for grad_y.
  * Backward (any output pointer may be NULL to skip it):
  *   grad_x      = grad_y @ weight        [M, K]
  *   grad_weight = grad_y^T @ x           [N, K]
@@ -10,7 +15,7 @@
 #ifndef TINYCUDA_LINEAR_H
 #define TINYCUDA_LINEAR_H
 #include "common.h"
-#include "matmul.h" /* tc_gemm_algo */
+#include "matmul.h" /* tc_gemm_algo, tc_activation */
 
 typedef struct {
   tc_dtype dtype;
@@ -18,7 +23,9 @@ typedef struct {
   const void* x;
   const void* weight;
   const void* bias; /* may be NULL */
+  int activation;   /* a tc_activation */
   void* y;
+  void* pre;        /* NULL, or [M, N]: P */
   tc_gemm_algo algo;
   void* stream;
 } tc_linear_params;

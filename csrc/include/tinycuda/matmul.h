@@ -1,18 +1,23 @@
 /* matmul family: C = A @ B, batched (torch.matmul / torch.bmm), and the GEMM
  * every other product in tinycuda runs through (linear, its backward).
  *
- *   C[z, m, n] = sum_k A(z, m, k) * B(z, k, n)  (+ bias[n])   z < batch
+ *   P[z, m, n] = sum_k A(z, m, k) * B(z, k, n)  (+ bias[n])   z < batch
+ *   C[z, m, n] = act(P[z, m, n])    act: none, relu, gelu (erf) or gelu (tanh),
+ *                                   applied to the fp32 accumulator (epilogue)
  *   A(z, m, k) = a[z*a_stride[0] + m*a_stride[1] + k*a_stride[2]]
  *   B(z, k, n) = b[z*b_stride[0] + k*b_stride[1] + n*b_stride[2]]
- *   C [batch, M, N] contiguous. Strides are in elements, any sign-free values:
+ *   C [batch, M, N] contiguous, and pre (when not NULL) the same shape: P,
+ *   what the activation's backward needs, written by the same kernel.
+ *   Strides are in elements, any sign-free values:
  *   a transposed operand is a stride swap, a broadcast one a batch stride of 0,
  *   so nothing is copied. Accumulation in float (double for double).
  * Few output tiles and a long K (float32/float64 on CUDA), or one output row
  * or column (a GEMV), split K across blocks; the partial products are added
  * in a fixed order (deterministic).
  * Backward is two more products of this family with swapped strides:
- *   grad_A = grad_C @ B^T,  grad_B = A^T @ grad_C
- * (summed over z where an operand was broadcast). */
+ *   grad_A = grad_P @ B^T,  grad_B = A^T @ grad_P
+ * (summed over z where an operand was broadcast), grad_P = grad_C without an
+ * activation, else grad_C * act'(pre) (the relu and gelu families' backward). */
 #ifndef TINYCUDA_MATMUL_H
 #define TINYCUDA_MATMUL_H
 #include "common.h"
@@ -30,6 +35,10 @@ typedef enum {
                           with 16-byte aligned rows along k or along m/n, MMA for the rest */
 } tc_gemm_algo;
 
+/* The activation of the epilogue, the same functions as the relu and gelu
+ * families (NaN passes relu). */
+typedef enum { TC_ACT_NONE = 0, TC_ACT_RELU = 1, TC_ACT_GELU = 2, TC_ACT_GELU_TANH = 3 } tc_activation;
+
 typedef struct {
   tc_dtype dtype;
   int64_t batch, M, N, K;
@@ -38,7 +47,9 @@ typedef struct {
   const void* b;
   int64_t b_stride[3]; /* batch, k, n */
   const void* bias;    /* [N] or NULL: added to every row */
+  int activation;      /* a tc_activation */
   void* c;
+  void* pre;           /* NULL, or [batch, M, N]: the product + bias before the activation */
   void* workspace; /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
   size_t workspace_bytes;
   tc_gemm_algo algo;
