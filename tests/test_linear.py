@@ -36,13 +36,14 @@ _ACT_OP = {"relu": lambda p: torch.ops.tinycuda.relu(p), "gelu": lambda p: torch
 
 
 # Every GEMM path with the activation: wgmma applies it in its epilogue (staged
-# 128-byte rows: (300, 72, 264) ragged in M and N, (33, 17, 129) an odd N on
-# the element-store path), the other variants, the GEMV (m = 1) and the CPU
+# 128-byte rows: (300, 72, 264) ragged in M and N, (33, 64, 129) an odd N on
+# the element-store path; (33, 17, 129): rows TMA cannot read, mma), the other variants, the GEMV (m = 1) and the CPU
 # kernel write P and run the activation as a pass. y must be act(pre) and both
 # as accurate as torch's unfused pair, gradients included.
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", list(_ACT))
-@pytest.mark.parametrize("m,k,n", [(300, 72, 264), (33, 17, 129), (256, 64, 136), (1, 4099, 129)], ids=str)
+@pytest.mark.parametrize("m,k,n", [(300, 72, 264), (33, 64, 129), (33, 17, 129), (256, 64, 136), (1, 4099, 129)],
+                         ids=str)
 def test_linear_act_every_path(dtype, device, activation, m, k, n):
     x = torch.randn(m, k, device=device).to(dtype)
     w = (torch.randn(n, k, device=device) / k**0.5).to(dtype)
@@ -58,6 +59,21 @@ def test_linear_act_every_path(dtype, device, activation, m, k, n):
         y, pre = torch.ops.tinycuda.linear_act(x, w, b, activation, save_pre=True, algo=algo)
         check_op(lambda x, w, b: pre, F.linear, [x, w, b], grad=False, rtol32=1e-4, atol32=1e-3)
         torch.testing.assert_close(y, _ACT_OP[activation](pre))
+
+
+def test_linear_act_pre_needs_an_activation():
+    """With no activation P is C: the C door refuses a pre rather than leave C unwritten."""
+    from tinycuda import capi
+    x, w = torch.randn(4, 5).numpy(), torch.randn(3, 5).numpy()
+    with pytest.raises(capi.CapiError, match=r"linear: pre is written only with an activation"):
+        capi._linear("linear", x, w, None, "TC_ACT_NONE", True, 0, None, None, None)
+
+
+def test_linear_act_empty_batch_backward():
+    x, w = torch.randn(0, 5, requires_grad=True), torch.randn(3, 5, requires_grad=True)
+    y = tinycuda.linear_act(x, w, None, "relu")
+    gx, gw = torch.autograd.grad(y.sum(), (x, w))
+    assert gx.shape == (0, 5) and torch.equal(gw, torch.zeros(3, 5))
 
 
 def test_linear_act_backward_needs_pre():

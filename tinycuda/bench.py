@@ -198,6 +198,7 @@ def run_case(info, mode, shape, dtype, device, timer, impls, peaks):
 
 def print_table(rows, device, peaks):
     from rich.console import Console
+    from rich.markup import escape  # a variant's "tinycuda[mma]" is not a style tag
     from rich.table import Table
 
     title = (f"tinycuda bench on {device_name(device)} -- peaks: copy {peaks['copy_GBps']:.0f} GB/s, "
@@ -209,7 +210,7 @@ def print_table(rows, device, peaks):
                 "extra MiB"):
         t.add_column(col, justify="right" if col not in ("op", "mode", "impl") else "left")
     for r in rows:
-        t.add_row(r["op"], r["mode"], "x".join(map(str, r["shape"])), r["dtype"], r["impl"], f"{r['ms']:.4f}",
+        t.add_row(r["op"], r["mode"], "x".join(map(str, r["shape"])), r["dtype"], escape(r["impl"]), f"{r['ms']:.4f}",
                   f"{r['rate']:.1f} {r['unit']}", f"{r['pct_peak']:.0f}%", f"{r['vs_eager']:.2f}x",
                   "-" if r["vs_compile"] is None else f"{r['vs_compile']:.2f}x",
                   "-" if r.get("vs_liger") is None else f"{r['vs_liger']:.2f}x",

@@ -662,8 +662,8 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   __syncthreads();
 
   // `it` counts k-tiles across this block's output tiles, the same way in the
-  // producer and the consumers, so stage and phase follow from it alone (it
-  // may wrap: 2^32 is a multiple of 2 * kStages).
+  // producer and the consumers, so stage and phase follow from it alone
+  // (2^32 k-tiles in one block, ~10^18 flops, is out of reach).
   if (warpgroup == 0) {  // producer
     setmaxnreg_dec<40>();
     if (tid == 0) {

@@ -29,6 +29,8 @@ inline tc_status matmul_check(const char* op, const tc_matmul_params* p) {
   TC_REQUIRE(p->batch * p->M * p->N == 0 || (p->c && (p->K == 0 || (p->a && p->b))), "%s: a pointer is NULL", op);
   TC_REQUIRE(p->activation >= TC_ACT_NONE && p->activation <= TC_ACT_GELU_TANH,
              "%s: activation must be 0 (none), 1 (relu), 2 (gelu) or 3 (gelu_tanh), got %d", op, p->activation);
+  // without an activation P is C: a pre would only be a second copy
+  TC_REQUIRE(!p->pre || p->activation != TC_ACT_NONE, "%s: pre is written only with an activation", op);
   TC_REQUIRE(!p->pre || p->pre != p->c, "%s: pre and c must be different buffers", op);
   TC_REQUIRE(p->algo >= TC_GEMM_AUTO && p->algo <= TC_GEMM_WGMMA,
              "%s: algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile), 4 (mma) or 5 (wgmma), got %d", op,

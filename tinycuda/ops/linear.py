@@ -83,7 +83,8 @@ torch.library.register_autograd("tinycuda::linear", _backward, setup_context=_se
 def _setup_act(ctx, inputs, keyword_only_inputs, output):
     x, weight, bias, activation = inputs
     pre = output[1]
-    ctx.mark_non_differentiable(pre)
+    ctx.mark_non_differentiable(pre)  # P is the backward's input, not a result to differentiate
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(x, weight, pre)
     ctx.has_bias = bias is not None
     ctx.activation = activation
@@ -96,7 +97,7 @@ def _backward_act(ctx, grad, _grad_pre):
     need_b = need_b and ctx.has_bias
     if not (need_x or need_w or need_b):
         return None, None, None, None
-    if pre.numel() != grad.numel():
+    if pre.shape != grad.shape:
         raise RuntimeError("tinycuda::linear_act: the backward needs the pre-activation product, which the "
                            "forward kept only with save_pre=True (tinycuda.linear_act sets it when a gradient "
                            "is needed)")

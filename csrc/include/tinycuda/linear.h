@@ -25,7 +25,7 @@ typedef struct {
   const void* bias; /* may be NULL */
   int activation;   /* a tc_activation */
   void* y;
-  void* pre;        /* NULL, or [M, N]: P */
+  void* pre;        /* NULL, or [M, N]: P (with an activation only) */
   tc_gemm_algo algo;
   void* stream;
 } tc_linear_params;

@@ -49,7 +49,7 @@ typedef struct {
   const void* bias;    /* [N] or NULL: added to every row */
   int activation;      /* a tc_activation */
   void* c;
-  void* pre;           /* NULL, or [batch, M, N]: the product + bias before the activation */
+  void* pre;           /* NULL, or [batch, M, N]: the product + bias before the activation (needs one) */
   void* workspace; /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
   size_t workspace_bytes;
   tc_gemm_algo algo;
