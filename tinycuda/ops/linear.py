@@ -34,11 +34,10 @@ def linear_act(x, weight, bias=None, activation="gelu"):
 
 
 @register_fake("tinycuda::linear")
-def _linear_fake(x, weight, bias, algo):
-    torch._check(weight.dim() == 2, lambda: "tinycuda::linear: weight must be 2-D [out, in]")
-    torch._check(x.dim() >= 1, lambda: "tinycuda::linear: x must have at least 1 dim")
-    torch._check(x.shape[-1] == weight.shape[1],
-                 lambda: "tinycuda::linear: x's last dim must equal weight's in_features")
+def _linear_fake(x, weight, bias, algo, op="tinycuda::linear"):
+    torch._check(weight.dim() == 2, lambda: f"{op}: weight must be 2-D [out, in]")
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dim")
+    torch._check(x.shape[-1] == weight.shape[1], lambda: f"{op}: x's last dim must equal weight's in_features")
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
@@ -46,7 +45,7 @@ def _linear_fake(x, weight, bias, algo):
 def _linear_act_fake(x, weight, bias, activation, save_pre, algo):
     torch._check(activation in _ACT_BACKWARD,
                  lambda: f"tinycuda::linear_act: activation must be 'relu', 'gelu' or 'gelu_tanh', got '{activation}'")
-    y = _linear_fake(x, weight, bias, algo)
+    y = _linear_fake(x, weight, bias, algo, "tinycuda::linear_act")
     return y, y.new_empty(y.shape if save_pre else (0,))
 
 
@@ -95,7 +94,7 @@ def _backward_act(ctx, grad, _grad_pre):
     x, weight, pre = ctx.saved_tensors
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
     need_b = need_b and ctx.has_bias
-    if not (need_x or need_w or need_b):
+    if grad is None or not (need_x or need_w or need_b):  # grad None: y unused (grads not materialized)
         return None, None, None, None
     if pre.shape != grad.shape:
         raise RuntimeError("tinycuda::linear_act: the backward needs the pre-activation product, which the "
