@@ -503,19 +503,15 @@ def linear(x, weight, bias=None, *, algo=0, out=None, stream=None):
     return _linear("linear", x, weight, bias, "TC_ACT_NONE", False, algo, out, None, stream)[0]
 
 
-_ACTIVATIONS = {"relu": "TC_ACT_RELU", "gelu": "TC_ACT_GELU", "gelu_tanh": "TC_ACT_GELU_TANH"}
-
-
 def linear_act(x, weight, bias=None, activation="gelu", *, save_pre=False, algo=0, out=None, pre=None,
                stream=None):
-    """(act(x @ weight.T + bias), P or None): the activation ("relu", "gelu",
-    "gelu_tanh") in the GEMM's epilogue; P = x @ weight.T + bias, what the
-    activation's backward reads, also written with save_pre=True (or into pre=)."""
+    """(act(x @ weight.T + bias), P or None): the activation (tc_activation's
+    names: "relu", "gelu", "gelu_tanh"; "none" is linear) in the GEMM's epilogue;
+    P = x @ weight.T + bias, what the activation's backward reads, also written
+    with save_pre=True (or into pre=)."""
     op = "linear_act"
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"tinycuda.capi.{op}: activation must be 'relu', 'gelu' or 'gelu_tanh', "
-                         f"got {activation!r}")
-    return _linear(op, x, weight, bias, _ACTIVATIONS[activation], save_pre, algo, out, pre, stream)
+    act = _enum(op, "activation", "TC_ACT_", activation)
+    return _linear(op, x, weight, bias, act, save_pre, algo, out, pre, stream)
 
 
 def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad_x=None, grad_weight=None,
