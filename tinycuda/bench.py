@@ -154,10 +154,11 @@ def run_case(info, mode, shape, dtype, device, timer, impls, peaks):
     spec = info.bench
     torch.manual_seed(0)
     inputs = spec.make(shape, dtype, device)
-    fns = {"eager": info.ref, "tinycuda": info.fn}  # eager first: the reference
+    eager = spec.ref or info.ref
+    fns = {"eager": eager, "tinycuda": info.fn}  # eager first: the reference
     if "compile" in impls:
         torch._dynamo.reset()
-        fns["compile"] = torch.compile(info.ref, fullgraph=True)
+        fns["compile"] = torch.compile(eager, fullgraph=True)
     if mode in spec.variant_modes and device == "cuda" and "variants" in impls:
         fns.update(_variants(info))
     if spec.liger is not None and device == "cuda" and "liger" in impls and has_liger():

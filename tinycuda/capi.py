@@ -787,3 +787,70 @@ def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_m
                  normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
                                                      "grad_weight": ("grad_weight", grad_weight)}, stream,
                  output_mask)[0]
+
+
+# ---------------------------------------------------------------------------
+# flash_attention: [batch, seqlen, heads, head_dim] arrays (C-contiguous)
+
+def _attention_dims(op, v):
+    q, k = v["q"], v["k"]
+    for name in ("q", "k", "v"):
+        if len(v[name].shape) != 4:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must be 4-D [batch, seqlen, heads, head_dim], "
+                             f"got shape {v[name].shape}")
+    _same_shape(op, v, "k", "v")
+    (b, sq, hq, d), (bk, sk, hkv, dk) = q.shape, k.shape
+    if (bk, dk) != (b, d) or (hq % hkv if hkv else hq):
+        raise ValueError(f"tinycuda.capi.{op}: q {q.shape} and k, v {k.shape} must share batch and head_dim, "
+                         "and q's heads must be a multiple of theirs")
+    return dict(batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, head_dim=d)
+
+
+def _rows_strides(shape):
+    """[batch, row, head] strides of a C-contiguous [batch, seqlen, heads, head_dim] array."""
+    _, s, h, d = shape
+    return [s * h * d, h * d, d]
+
+
+def _attention_options(scale, head_dim, window_left, window_right, softcap, causal, top_left):
+    if scale is None:  # the torch op's default
+        scale = 1.0 / math.sqrt(head_dim) if head_dim else 1.0
+    return dict(scale=scale, softcap=softcap, causal=int(causal), top_left=int(top_left), window_left=window_left,
+                window_right=window_right)
+
+
+def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0, top_left=False,
+                    *, algo=0, out=None, lse=None, stream=None):
+    """(out, lse): softmax(q k^T * scale) v with tinycuda.ops.flash_attention's
+    options; q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D]; lse [B, Hq, Sq] in
+    float32 (float64 for float64), what flash_attention_backward reads."""
+    op = "flash_attention"
+    v_ = _check(op, {"q": q, "k": k, "v": v})
+    dims = _attention_dims(op, v_)
+    qv = v_["q"]
+    o, ov = _array(op, "out", out, qv, qv.shape)
+    l, lv = _array(op, "lse", lse, qv, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(qv))
+    _call(op, qv, stream, **dims, q=qv, q_stride=_rows_strides(qv.shape), k=v_["k"],
+          k_stride=_rows_strides(v_["k"].shape), v=v_["v"], v_stride=_rows_strides(v_["v"].shape), o=ov,
+          o_stride=_rows_strides(qv.shape), lse=lv, algo=algo,
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+    return o, l
+
+
+def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
+                             top_left, *, grad_q=None, grad_k=None, grad_v=None, stream=None):
+    """(grad_q, grad_k, grad_v) of flash_attention from its out and lse."""
+    op = "flash_attention_backward"
+    v_ = _check(op, {"grad_out": grad_out, "q": q, "k": k, "v": v, "out": out})
+    dims = _attention_dims(op, v_)
+    _same_shape(op, v_, "q", "out", "grad_out")
+    qv = v_["q"]
+    _, lv = _array(op, "lse", lse, qv, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(qv))
+    (gq, gqv), (gk, gkv), (gv, gvv) = _outputs(op, qv, (True, True, True), (
+        ("grad_q", grad_q, qv.shape), ("grad_k", grad_k, v_["k"].shape), ("grad_v", grad_v, v_["v"].shape)))
+    rs = {name: _rows_strides(v_[name].shape) for name in ("q", "k", "v")}
+    _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
+          o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,
+          grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"],
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+    return gq, gk, gv

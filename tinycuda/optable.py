@@ -80,6 +80,7 @@ class Bench:
     variants: dict = field(default_factory=dict)
     variant_modes: tuple = ("fwd",)
     fp32_tol: float = 1e-5
+    ref: callable = None             # eager's function when not the entry's ref (attention: torch's SDPA)
 
 
 @dataclass
@@ -759,6 +760,109 @@ def _flce_errors():
 
 
 # ---------------------------------------------------------------------------
+# flash_attention, scaled_dot_product_attention
+
+def _attention_ref(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, top_left=False):
+    """The math, materialized, in q's dtype (as torch's math backend): q [B, Sq, Hq, D],
+    k and v [B, Sk, Hkv, D]; a query that sees no key gives zeros."""
+    (b, sq, hq, d), (sk, hkv) = q.shape, k.shape[1:3]
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    qt = q.transpose(1, 2)
+    kt, vt = (t.transpose(1, 2).repeat_interleave(hq // hkv if hkv else 1, 1) for t in (k, v))
+    s = (qt * scale) @ kt.transpose(-1, -2)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(sq, device=q.device)[:, None] + (0 if top_left else sk - sq)  # the diagonal
+    j = torch.arange(sk, device=q.device)[None, :]
+    left, right = window[0], 0 if causal else window[1]
+    seen = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if left >= 0:
+        seen &= j >= i - left
+    if right >= 0:
+        seen &= j <= i + right
+    p = torch.softmax(s.masked_fill(~seen, -math.inf), -1)
+    p = torch.where(seen.any(-1, keepdim=True), p, torch.zeros_like(p))
+    return (p @ vt).transpose(1, 2)
+
+
+# (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, options): GQA and MQA, seqlen_q above and below
+# seqlen_k (rows that see no key), windows, softcap, head dims off the CUDA tiles (96, odd), empty dims.
+ATTENTION_CASES = [
+    (2, 17, 17, 2, 2, 16, {}), (1, 1, 1, 1, 1, 8, {}), (2, 33, 17, 4, 2, 32, {"causal": True}),
+    (1, 17, 45, 3, 1, 24, {"causal": True}), (2, 40, 40, 2, 1, 64, {"window": (8, 4)}),
+    (1, 29, 29, 2, 2, 40, {"causal": True, "softcap": 1.5}), (1, 70, 70, 2, 2, 128, {"causal": True, "window": (16, -1)}),
+    (1, 130, 100, 1, 1, 256, {}), (1, 65, 67, 2, 2, 96, {"scale": 0.3}), (1, 9, 11, 2, 2, 7, {}),
+    (1, 3, 4, 2, 1, 8, {"causal": True}), (1, 4, 4, 1, 1, 8, {"softcap": 1.0, "window": (1, 1)}),
+    (2, 2, 3, 1, 1, 8, {}), (1, 5, 3, 1, 1, 4, {"causal": True}),
+    (0, 5, 5, 1, 1, 8, {}), (1, 0, 5, 1, 1, 8, {}), (1, 5, 0, 1, 1, 8, {}),
+]
+
+
+def _attention_id(b, sq, sk, hq, hkv, d, kw):
+    return f"{b}-{sq}-{sk}-{hq}-{hkv}-{d}" + "".join(f"-{k}{v}" for k, v in kw.items())
+
+
+def _flash_attention_samples(device, dtype):
+    for b, sq, sk, hq, hkv, d, kw in ATTENTION_CASES:
+        q, k, v = (randn((b, s, h, d), device, dtype) for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+        yield Sample(_attention_id(b, sq, sk, hq, hkv, d, kw), (q, k, v), kw)
+    # torch's [B, H, S, D] layout, transposed: read in place through the strides
+    q, k, v = (randn((2, h, s, 64), device, dtype).transpose(1, 2) for s, h in ((33, 4), (40, 2), (40, 2)))
+    yield Sample("2-33-40-4-2-64-bhsd-causal", (q, k, v), {"causal": True})
+    # a non-contiguous head dim: copied
+    q, k, v = (view(randn((1, 6, 2, 8), device, dtype), "strided") for _ in range(3))
+    yield Sample("1-6-6-2-2-8-strided", (q, k, v), {"window": (2, 0)})
+
+
+def _sdpa_samples(device, dtype):
+    def qkv(b, hq, hkv, sq, sk, d):
+        return tuple(randn((b, h, s, d), device, dtype) for h, s in ((hq, sq), (hkv, sk), (hkv, sk)))
+    yield Sample("2-3-3-17-17-16", qkv(2, 3, 3, 17, 17, 16))
+    # is_causal aligns top-left in torch: query i sees keys 0..i whatever the lengths
+    yield Sample("1-2-2-33-17-32-causal", qkv(1, 2, 2, 33, 17, 32), {"is_causal": True})
+    yield Sample("1-2-2-17-40-64-causal", qkv(1, 2, 2, 17, 40, 64), {"is_causal": True})
+    yield Sample("2-4-2-20-20-40-gqa-scale", qkv(2, 4, 2, 20, 20, 40), {"enable_gqa": True, "scale": 0.5})
+    yield Sample("3d-2-9-9-8", tuple(t[0] for t in qkv(1, 2, 2, 9, 9, 8)), {"is_causal": True})
+    yield Sample("1-1-1-3-4-8-causal", qkv(1, 1, 1, 3, 4, 8), {"is_causal": True})
+    yield Sample("1-2-1-4-4-8-gqa", qkv(1, 2, 1, 4, 4, 8), {"enable_gqa": True})
+    yield Sample("1-1-1-5-3-8-scale", qkv(1, 1, 1, 5, 3, 8), {"scale": 0.7})
+
+
+def _flash_attention_errors():
+    f, name = ops.flash_attention, "tinycuda::flash_attention"
+    q, k = torch.randn(1, 5, 4, 8), torch.randn(1, 6, 2, 8)
+    return [
+        ErrorCase(rf"{name}: q must be 4-D \[batch, seqlen, heads, head_dim\], got shape \[5, 4, 8\]", f, (q[0], k, k)),
+        ErrorCase(rf"{name}: v has shape \[1, 6, 2, 4\] but k has shape \[1, 6, 2, 8\]", f, (q, k, k[..., :4])),
+        ErrorCase(rf"{name}: q's heads \(4\) must be a multiple of k's and v's heads \(3\)", f,
+                  (q, torch.randn(1, 6, 3, 8), torch.randn(1, 6, 3, 8))),
+        ErrorCase(rf"{name}: q has head_dim 8 but k has head_dim 4", f, (q, k[..., :4], k[..., :4])),
+        ErrorCase(rf"{name}: q has batch 1 but k has batch 2", f, (q, k.expand(2, -1, -1, -1), k.expand(2, -1, -1, -1))),
+        ErrorCase(rf"{name}: k has dtype Double but q has dtype Float", f, (q, k.double(), k)),
+        ErrorCase(rf"{name}: q must be float32.*got Long", f, (q.long(), k.long(), k.long())),
+        ErrorCase(rf"{name}: softcap must be >= 0 and finite, got -1", f, (q, k, k), {"softcap": -1.0}),
+        ErrorCase(rf"{name}: scale must be finite", f, (q, k, k), {"scale": math.inf}),
+        ErrorCase(rf"{name}: algo must be 0 \(auto\), 1 \(naive\) or 2 \(mma\), got 7", torch.ops.tinycuda.flash_attention,
+                  (q, k, k), {"algo": 7}),
+        ErrorCase(r"tinycuda::flash_attention_backward: lse must have shape \[1, 4, 5\], got \[1, 4, 4\]",
+                  torch.ops.tinycuda.flash_attention_backward,
+                  (q, q, k, k, q, torch.zeros(1, 4, 4), False, 1.0, -1, -1, 0.0, False)),
+    ]
+
+
+def _sdpa_errors():
+    f, name = ops.scaled_dot_product_attention, "tinycuda::scaled_dot_product_attention"
+    q, kv = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 6, 8)
+    return [
+        ErrorCase(rf"{name}: attn_mask is not supported", f, (q, q, q), {"attn_mask": torch.ones(5, 5)}, ValueError),
+        ErrorCase(rf"{name}: dropout_p must be 0.0, got 0.1", f, (q, q, q), {"dropout_p": 0.1}, ValueError),
+        ErrorCase(rf"{name}: query has 4 heads but key has 2: pass enable_gqa=True", f, (q, kv, kv), {}, ValueError),
+        ErrorCase(rf"{name}: value's head dim \(4\) must equal query's \(8\)", f, (q, q, q[..., :4]), {}, ValueError),
+        ErrorCase(rf"{name}: query must be 3-D or 4-D", f, (q[None], q, q), {}, ValueError),
+    ]
+
+
+# ---------------------------------------------------------------------------
 # bench: shapes, inputs, costs
 
 def _elementwise_bytes(reads_fwd, reads_bwd):
@@ -870,6 +974,30 @@ def _matmul_bench(sh, dt, dev):
     return [randn((*batch, m, k), dev, dt), randn((*batch, k, n), dev, dt, 1 / k**0.5)]
 
 
+def _attention_bench(sh, dt, dev):
+    b, h, s, d = sh
+    return [randn((b, s, h, d), dev, dt) for _ in range(3)]
+
+
+def _attention_flops(shape, mode, s):
+    """(batch, heads, seqlen, head_dim): QK^T and PV are 4 B H S^2 D; the
+    backward is 2.5x the forward (FlashAttention's count)."""
+    b, h, n, d = shape
+    return "TFLOP/s", {"fwd": 4, "bwd": 10, "fwd+bwd": 14}[mode] * b * h * n * n * d
+
+
+def _sdpa_bshd(backend=None):
+    """torch's SDPA on [B, S, H, D] tensors (transposed views), on one backend or torch's pick."""
+    def run(q, k, v):
+        args = [t.transpose(1, 2) for t in (q, k, v)]
+        if backend is None:
+            return F.scaled_dot_product_attention(*args).transpose(1, 2)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return F.scaled_dot_product_attention(*args).transpose(1, 2)
+    return run
+
+
 def _flce_bench(sh, dt, dev):
     n, h, v = sh
     return [randn((n, h), dev, dt), randn((v, h), dev, dt, 1 / h**0.5), torch.randint(0, v, (n,), device=dev)]
@@ -949,6 +1077,17 @@ OPS = [
                                 (8192, 128256, 4096), (32, 2048, 2048, 128)],
                         "cpu": [(128, 256, 128), (512, 512, 512)]},
                        _matmul_bench, _matmul_flops, fp32_tol=1e-3)),
+    # fp32 softmax-weighted sums of up to 130 keys (scores of up to 256 terms), as linear's
+    OpInfo("flash_attention", ops.flash_attention, _attention_ref, _flash_attention_samples, rtol=1e-4, atol=1e-4,
+           grad_atol=5e-4, racecheck=True, errors=_flash_attention_errors,
+           bench=Bench({"small": [(4, 16, 1024, 64)], "large": [(4, 32, 4096, 128)],
+                        "all": [(4, 32, 1024, 128), (4, 32, 4096, 64), (4, 32, 4096, 128), (2, 16, 8192, 128)],
+                        "cpu": [(1, 2, 256, 64)]},
+                       _attention_bench, _attention_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
+                       ref=_sdpa_bshd(),
+                       variants={f"eager[{b.lower()}]": _sdpa_bshd(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
+    OpInfo("scaled_dot_product_attention", ops.scaled_dot_product_attention, F.scaled_dot_product_attention,
+           _sdpa_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, errors=_sdpa_errors),
     OpInfo("cross_entropy", ops.cross_entropy, F.cross_entropy, _cross_entropy_samples, racecheck=True,
            backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
            bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],

@@ -16,14 +16,13 @@
 // baseline build. 4096 x 784 x 256 fp32 on 2 cores: see docs/BENCHMARKS.md.
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <new>
-#include <thread>
 #include <vector>
 
 #include "tinycuda/matmul.h"
 #include "../shared/matmul_core.h"
 #include "kit/cpu_utils.h"
+#include "kit/parallel.h"
 
 namespace {
 
@@ -147,7 +146,7 @@ bool has_avx2() {
 struct Split {
   int64_t row_blocks, cuts, per_cut, items, threads;
   Split(int64_t M, int64_t N, int64_t K) {
-    const int64_t panels = (N + NR - 1) / NR, cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    const int64_t panels = (N + NR - 1) / NR, cores = cpu_cores();
     const bool small = M * N * K < (int64_t(1) << 22);
     row_blocks = (M + MB - 1) / MB;
     cuts = small ? 1 : std::max<int64_t>(1, std::min(panels, (cores + row_blocks - 1) / row_blocks));
@@ -173,16 +172,7 @@ void gemm(const Job<T>& j, const Split& sp, acc_t<T>* scratch) {
         rows_block_base(j, it, ap, acc);
     }
   };
-  std::vector<std::thread> pool;
-  int64_t started = 1;
-  try {
-    pool.reserve(size_t(sp.threads));
-    for (; started < sp.threads; ++started) pool.emplace_back(work, started);
-  } catch (const std::exception&) {  // no thread (or room for one) to be had: this one does the rest
-  }
-  work(0);
-  for (int64_t t = started; t < sp.threads; ++t) work(t);
-  for (auto& th : pool) th.join();
+  run_threads(sp.threads, work);
 }
 
 // The calling thread's scratch (packed B, then each worker's A panels and

@@ -1,0 +1,99 @@
+/* flash_attention family: softmax attention without the score matrix in
+ * memory (FlashAttention-2's algorithm), forward and backward.
+ *
+ * For batch b, query head h (key/value head g = h / (heads_q / heads_kv):
+ * grouped-query attention, MQA when heads_kv = 1), query row i, key row j:
+ *   s_ij = scale * <Q_i, K_j>,  or softcap * tanh(scale * <Q_i, K_j> / softcap) when softcap > 0
+ *   s_ij = -inf where key j is masked for query i (below)
+ *   lse_i = log sum_j exp(s_ij),  P_ij = exp(s_ij - lse_i),  O_i = sum_j P_ij V_j
+ * Masking: the diagonal of query i is key d_i = i + seqlen_k - seqlen_q
+ * (bottom-right, as FlashAttention aligns it), or d_i = i when top_left (as
+ * torch's scaled_dot_product_attention aligns is_causal). Key j is visible when
+ *   j >= d_i - window_left   (window_left  >= 0; < 0: no bound)
+ *   j <= d_i + window_right  (window_right >= 0; < 0: no bound; causal: 0)
+ * A query that sees no key gets O_i = 0 and lse_i = +inf (P = 0 in the backward).
+ *
+ * Layouts: Q(b, i, h, :) = q[b*q_stride[0] + i*q_stride[1] + h*q_stride[2] + :]
+ * (strides in elements; head_dim contiguous), K, V, O likewise over seqlen_k
+ * or seqlen_q; so [B, S, H, D] tensors and torch's [B, H, S, D] (its
+ * transpose(1, 2)) are both read in place. lse: [batch, heads_q, seqlen_q]
+ * contiguous, float (double for double). Accumulation in float (double).
+ *
+ * Backward, from the saved O and lse (no P kept):
+ *   D_i = <dO_i, O_i>,  dP_ij = <dO_i, V_j>,  dS_ij = P_ij (dP_ij - D_i)
+ *   dV_j = sum_i P_ij dO_i,  dQ_i = scale * sum_j dS'_ij K_j,  dK_j = scale * sum_i dS'_ij Q_i
+ * with dS' = dS, or dS * (1 - tanh^2) with softcap; dK, dV sum over the query
+ * heads of a group. Deterministic: dQ and dK/dV are each computed by one block
+ * walking its keys or queries in order (no atomics). */
+#ifndef TINYCUDA_FLASH_ATTENTION_H
+#define TINYCUDA_FLASH_ATTENTION_H
+#include "common.h"
+
+/* The CUDA variants, kept so a reader can measure each step
+ * (tinycuda bench flash_attention --impls variants). The CPU ignores this. */
+typedef enum {
+  TC_ATTENTION_AUTO = 0,  /* MMA where it runs, else NAIVE */
+  TC_ATTENTION_NAIVE = 1, /* one warp per query (key) row, scalar loads, online softmax; any dtype, head_dim */
+  TC_ATTENTION_MMA = 2    /* FlashAttention-2: 16 query rows per warp on mma.sync, K/V tiles through a
+                             cp.async pipeline; fp16/bf16, head_dim % 8 == 0 and <= 256, 16-byte aligned
+                             rows (forward; the backward runs NAIVE) */
+} tc_attention_algo;
+
+typedef struct {
+  tc_dtype dtype;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  const void* q;
+  int64_t q_stride[3]; /* batch, row, head */
+  const void* k;
+  int64_t k_stride[3];
+  const void* v;
+  int64_t v_stride[3];
+  void* o;
+  int64_t o_stride[3];
+  void* lse;           /* [batch, heads_q, seqlen_q] */
+  double scale;        /* the caller's, usually 1 / sqrt(head_dim) */
+  double softcap;      /* 0: off */
+  int causal;
+  int top_left;
+  int64_t window_left, window_right;
+  tc_attention_algo algo;
+  void* stream;
+} tc_flash_attention_params;
+
+typedef struct {
+  tc_dtype dtype;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  const void* q;
+  int64_t q_stride[3];
+  const void* k;
+  int64_t k_stride[3];
+  const void* v;
+  int64_t v_stride[3];
+  const void* o;       /* the forward's output and lse */
+  int64_t o_stride[3];
+  const void* lse;
+  const void* grad_o;
+  int64_t grad_o_stride[3];
+  void* grad_q;
+  int64_t grad_q_stride[3];
+  void* grad_k;
+  int64_t grad_k_stride[3];
+  void* grad_v;
+  int64_t grad_v_stride[3];
+  double scale;
+  double softcap;
+  int causal;
+  int top_left;
+  int64_t window_left, window_right;
+  void* workspace;     /* CUDA: D_i, [batch, heads_q, seqlen_q] float (double) */
+  size_t workspace_bytes;
+  void* stream;
+} tc_flash_attention_backward_params;
+
+TC_API tc_status tc_flash_attention_cpu(const tc_flash_attention_params* p);
+TC_API tc_status tc_flash_attention_cuda(const tc_flash_attention_params* p);
+TC_API tc_status tc_flash_attention_backward_cpu(const tc_flash_attention_backward_params* p);
+TC_API tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_params* p);
+TC_API size_t tc_flash_attention_backward_workspace_size(const tc_flash_attention_backward_params* p);
+
+#endif

@@ -1,0 +1,121 @@
+// flash_attention, flash_attention_backward: torch layer. q [B, Sq, Hq, D],
+// k and v [B, Sk, Hkv, D], read in place with their strides when the head
+// dim is contiguous (so torch's [B, H, S, D] layout, transposed, costs no
+// copy); outputs are fresh contiguous tensors: o [B, Sq, Hq, D], lse
+// [B, Hq, Sq] float32 (float64 for float64), the gradients like q, k, v.
+#include <cmath>
+
+#include "tinycuda/flash_attention.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+struct Shape {
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+};
+
+Shape check_shapes(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  for (const Arg& a : {Arg{"q", q}, Arg{"k", k}, Arg{"v", v}})
+    TC_CHECK(a.t.dim() == 4, op, "%s must be 4-D [batch, seqlen, heads, head_dim], got shape %s", a.name,
+             shape_str(a.t.sizes()).c_str());
+  check_same_shape(op, {"v", v}, {"k", k});
+  TC_CHECK(q.size(0) == k.size(0), op, "q has batch %lld but k has batch %lld", (long long)q.size(0),
+           (long long)k.size(0));
+  TC_CHECK(q.size(3) == k.size(3), op, "q has head_dim %lld but k has head_dim %lld", (long long)q.size(3),
+           (long long)k.size(3));
+  const int64_t hq = q.size(2), hkv = k.size(2);
+  TC_CHECK(hkv > 0 ? hq % hkv == 0 : hq == 0, op,
+           "q's heads (%lld) must be a multiple of k's and v's heads (%lld)", (long long)hq, (long long)hkv);
+  return {q.size(0), q.size(1), k.size(1), hq, hkv, q.size(3)};
+}
+
+// The tensor itself when its head dim is contiguous, else a contiguous copy.
+at::Tensor rows(const at::Tensor& t) { return t.size(3) <= 1 || t.stride(3) == 1 ? t : t.contiguous(); }
+
+void strides(const at::Tensor& t, int64_t (&s)[3]) {
+  for (int d = 0; d < 3; ++d) s[d] = t.stride(d);
+}
+
+double resolve_scale(const Shape& s, std::optional<double> scale) {
+  return scale ? *scale : s.head_dim > 0 ? 1.0 / std::sqrt(double(s.head_dim)) : 1.0;
+}
+
+std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
+                                                   bool causal, std::optional<double> scale, int64_t window_left,
+                                                   int64_t window_right, double softcap, bool top_left,
+                                                   int64_t algo) {
+  const char* op = "flash_attention";
+  check_args(op, {{"q", q_}, {"k", k_}, {"v", v_}});
+  const Shape s = check_shapes(op, q_, k_, v_);
+  TC_CHECK(algo >= TC_ATTENTION_AUTO && algo <= TC_ATTENTION_MMA, op,
+           "algo must be 0 (auto), 1 (naive) or 2 (mma), got %lld", (long long)algo);
+  TC_CHECK(softcap >= 0 && std::isfinite(softcap), op, "softcap must be >= 0 and finite, got %g", softcap);
+  TC_CHECK(!scale || std::isfinite(*scale), op, "scale must be finite, got %g", *scale);
+  const at::Tensor q = rows(q_), k = rows(k_), v = rows(v_);
+  at::Tensor o = empty_contiguous(q.sizes(), q);
+  at::Tensor lse = at::empty({s.batch, s.heads_q, s.seqlen_q},
+                             q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  tc_flash_attention_params p{.batch = s.batch, .seqlen_q = s.seqlen_q, .seqlen_k = s.seqlen_k,
+                              .heads_q = s.heads_q, .heads_kv = s.heads_kv, .head_dim = s.head_dim,
+                              .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(), .o = o.data_ptr(),
+                              .lse = lse.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
+                              .causal = causal, .top_left = top_left, .window_left = window_left,
+                              .window_right = window_right, .algo = tc_attention_algo(algo)};
+  strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
+  call(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, p);
+  return {o, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
+    const at::Tensor& grad_out_, const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
+    const at::Tensor& out_, const at::Tensor& lse_, bool causal, double scale, int64_t window_left,
+    int64_t window_right, double softcap, bool top_left) {
+  const char* op = "flash_attention_backward";
+  check_args(op, {{"grad_out", grad_out_}, {"q", q_}, {"k", k_}, {"v", v_}, {"out", out_}});
+  const Shape s = check_shapes(op, q_, k_, v_);
+  check_same_shape(op, {"out", out_}, {"q", q_});
+  check_same_shape(op, {"grad_out", grad_out_}, {"q", q_});
+  const auto acc = q_.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  TC_CHECK(lse_.scalar_type() == acc && lse_.device() == q_.device(), op,
+           "lse must be a %s tensor on %s, got %s on %s", c10::toString(acc), q_.device().str().c_str(),
+           dtype_str(lse_), lse_.device().str().c_str());
+  TC_CHECK(lse_.sizes() == at::IntArrayRef({s.batch, s.heads_q, s.seqlen_q}), op,
+           "lse must have shape [%lld, %lld, %lld], got %s", (long long)s.batch, (long long)s.heads_q,
+           (long long)s.seqlen_q, shape_str(lse_.sizes()).c_str());
+  const at::Tensor q = rows(q_), k = rows(k_), v = rows(v_), o = rows(out_), g = rows(grad_out_);
+  const at::Tensor lse = lse_.contiguous();
+  at::Tensor gq = empty_contiguous(q.sizes(), q), gk = empty_contiguous(k.sizes(), k),
+             gv = empty_contiguous(v.sizes(), v);
+  tc_flash_attention_backward_params p{
+      .batch = s.batch, .seqlen_q = s.seqlen_q, .seqlen_k = s.seqlen_k, .heads_q = s.heads_q,
+      .heads_kv = s.heads_kv, .head_dim = s.head_dim, .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(),
+      .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq.data_ptr(),
+      .grad_k = gk.data_ptr(), .grad_v = gv.data_ptr(), .scale = scale, .softcap = softcap, .causal = causal,
+      .top_left = top_left, .window_left = window_left, .window_right = window_right};
+  strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
+  strides(g, p.grad_o_stride), strides(gq, p.grad_q_stride), strides(gk, p.grad_k_stride),
+      strides(gv, p.grad_v_stride);
+  call_with_workspace(op, q, tc_flash_attention_backward_cpu, tc_flash_attention_backward_cuda,
+                      tc_flash_attention_backward_workspace_size, p);
+  return {gq, gk, gv};
+}
+
+template <class M>
+void impls(M& m) {
+  m.impl("flash_attention", &flash_attention);
+  m.impl("flash_attention_backward", &flash_attention_backward);
+}
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  m.def(
+      "flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, int window_left=-1, "
+      "int window_right=-1, float softcap=0.0, bool top_left=False, *, int algo=0) -> (Tensor, Tensor)");
+  m.def(
+      "flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+      "bool causal, float scale, int window_left, int window_right, float softcap, bool top_left) "
+      "-> (Tensor, Tensor, Tensor)");
+}
+
+TC_REGISTER_IMPLS(impls)

@@ -1,0 +1,114 @@
+"""Attention without the score matrix in memory: flash_attention on
+[batch, seqlen, heads, head_dim] tensors (FlashAttention's layout and
+options), and scaled_dot_product_attention with torch's signature on
+[batch, heads, seqlen, head_dim], both through the tinycuda::flash_attention
+op. The forward keeps the logsumexp of each query row; the backward,
+tinycuda::flash_attention_backward, recomputes the probabilities from it."""
+import math
+
+import torch
+
+from ._fake import register_fake
+
+__all__ = ["flash_attention", "scaled_dot_product_attention"]
+
+
+def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0):
+    """softmax(q k^T * scale) v per (batch, head): q [B, Sq, Hq, D], k and v
+    [B, Sk, Hkv, D] with Hq a multiple of Hkv (grouped-query attention).
+    causal: query i sees keys up to i + Sk - Sq (aligned bottom-right, as
+    FlashAttention); window (left, right): only keys within that many of the
+    diagonal (-1: no bound); softcap > 0: logits capped to softcap *
+    tanh(logit / softcap). A query that sees no key gets zeros. scale: 1 / sqrt(D)
+    by default. (The CUDA kernels' kept variants: tinycuda.variants.)"""
+    left, right = window
+    return torch.ops.tinycuda.flash_attention(q, k, v, causal, scale, left, right, softcap)[0]
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """F.scaled_dot_product_attention on [B, H, S, D] (or [H, S, D]) tensors,
+    through the flash kernels, read in place (no transposed copy). is_causal
+    aligns top-left, as torch does. Not supported: attn_mask, dropout_p > 0,
+    a value head dim other than the query's."""
+    op = "tinycuda::scaled_dot_product_attention"
+    if attn_mask is not None:
+        raise ValueError(f"{op}: attn_mask is not supported (use is_causal, or flash_attention's window)")
+    if dropout_p != 0.0:
+        raise ValueError(f"{op}: dropout_p must be 0.0, got {dropout_p}")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() not in (3, 4):
+            raise ValueError(f"{op}: {name} must be 3-D or 4-D [batch, heads, seqlen, head_dim], got shape "
+                             f"{tuple(t.shape)}")
+    if not query.dim() == key.dim() == value.dim():
+        raise ValueError(f"{op}: query, key and value must have the same number of dims")
+    if value.shape[-1] != query.shape[-1]:
+        raise ValueError(f"{op}: value's head dim ({value.shape[-1]}) must equal query's ({query.shape[-1]})")
+    if query.shape[-3] != key.shape[-3] and not enable_gqa:
+        raise ValueError(f"{op}: query has {query.shape[-3]} heads but key has {key.shape[-3]}: pass "
+                         "enable_gqa=True for grouped-query attention")
+    three = query.dim() == 3
+    q, k, v = (t.unsqueeze(0) if three else t for t in (query, key, value))
+    out = torch.ops.tinycuda.flash_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal,
+                                             scale, -1, -1, 0.0, True)[0].transpose(1, 2)
+    return out.squeeze(0) if three else out
+
+
+def _check_shapes(op, q, k, v):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        torch._check(t.dim() == 4, lambda: f"tinycuda::{op}: {name} must be 4-D [batch, seqlen, heads, head_dim]")
+    torch._check(k.shape == v.shape, lambda: f"tinycuda::{op}: v has shape {list(v.shape)} but k has shape "
+                                             f"{list(k.shape)}")
+    torch._check(q.shape[0] == k.shape[0], lambda: f"tinycuda::{op}: q and k must have the same batch")
+    torch._check(q.shape[3] == k.shape[3], lambda: f"tinycuda::{op}: q and k must have the same head_dim")
+    torch._check(q.shape[2] % k.shape[2] == 0 if k.shape[2] else q.shape[2] == 0,
+                 lambda: f"tinycuda::{op}: q's heads must be a multiple of k's and v's heads")
+
+
+def _lse_dtype(q):
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+@register_fake("tinycuda::flash_attention")
+def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, softcap, top_left, algo):
+    _check_shapes("flash_attention", q, k, v)
+    b, sq, hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=_lse_dtype(q))
+
+
+@register_fake("tinycuda::flash_attention_backward")
+def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
+                                   top_left):
+    _check_shapes("flash_attention_backward", q, k, v)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+_ARGS = ("causal", "scale", "window_left", "window_right", "softcap", "top_left")
+
+
+def _setup(ctx, inputs, keyword_only_inputs, output):
+    q, k, v, *rest = inputs
+    out, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(q, k, v, out, lse)
+    # the schema's defaults for what the caller left out
+    schema = torch.ops.tinycuda.flash_attention.default._schema.arguments
+    given = dict(zip(_ARGS, rest))
+    ctx.args = {a.name: given.get(a.name, a.default_value) for a in schema if a.name in _ARGS}
+    if ctx.args["scale"] is None:  # the kernel's default, 1 / sqrt(head_dim)
+        ctx.args["scale"] = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+
+
+def _backward(ctx, grad, _grad_lse):
+    if grad is None:
+        return None, None, None, *(None,) * (len(ctx.needs_input_grad) - 3)
+    q, k, v, out, lse = ctx.saved_tensors
+    a = ctx.args
+    gq, gk, gv = torch.ops.tinycuda.flash_attention_backward(grad, q, k, v, out, lse, a["causal"], a["scale"],
+                                                             a["window_left"], a["window_right"], a["softcap"],
+                                                             a["top_left"])
+    return gq, gk, gv, *(None,) * (len(ctx.needs_input_grad) - 3)
+
+
+torch.library.register_autograd("tinycuda::flash_attention", _backward, setup_context=_setup)
