@@ -41,7 +41,7 @@ import numpy as np
 from . import _build
 
 __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
-           "cross_entropy_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
+           "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",

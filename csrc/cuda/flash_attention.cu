@@ -47,7 +47,17 @@
 //           128  64        17,408 B        69,632 B              87,040 B
 //           256  32        33,792 B        67,584 B             101,376 B
 //         (kBlockN = 64 at D = 256 would need 168,960 B: more than sm_80's
-//         163 KB opt-in.) Blocks above 48 KB opt in once per device.
+//         163 KB opt-in.) Blocks above 48 KB opt in once per device; AUTO
+//         runs NAIVE on a device that allows less than the kernel needs.
+//         Registers (sm_90a): D = 64 capped at 128 for 4 blocks an SM (128
+//         bytes of spills, still 232 against 213 TFLOP/s uncapped at 166),
+//         D = 128 and 256 ~245, no spills.
+//         H100, bf16, batch 4 x 16 heads x 4096 queries and keys, TFLOP/s
+//         (causal counted as half the FLOPs): D = 64: 232 (causal 210),
+//         D = 128: 277 (252), D = 256: 247 (237); NAIVE at D = 128: 3.9.
+//         Each ldmatrix.x4 of K or V feeds 2 mma (a warp has 16 rows), so
+//         shared-memory bandwidth is the limit; 32 rows a warp (128-row
+//         blocks, FA2's shape at D = 128) would feed 4.
 //
 // Backward (NAIVE, every dtype, D <= 512), from the saved O and lse:
 //  delta  D_i = <dO_i, O_i> into the workspace, a warp per (b, h, i).
@@ -207,6 +217,10 @@ constexpr int kBlockM = 64, kThreads = 128;  // 4 warps x 16 query rows
 template <int D> constexpr int kBlockN = D <= 128 ? 64 : 32;
 template <int D> constexpr int kPitch = D + 8;  // elements a shared row: 16 bytes of padding
 template <int D> constexpr size_t kSmemBytes = size_t(kBlockM + 4 * kBlockN<D>) * kPitch<D> * 2;
+// D = 64: 4 blocks an SM (128 registers; H100's shared memory holds 4 such
+// blocks, A100's 3). Larger D: shared memory allows 2 blocks an SM at most,
+// so registers are not capped.
+template <int D> constexpr int kMinBlocks = D == 64 ? 4 : 1;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // 2^x in one MUFU.EX2 (2^-22 relative); -inf gives +0.
@@ -237,7 +251,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 }
 
 template <class T, int D>
-__global__ void __launch_bounds__(kThreads) attention_mma_kernel(const Fwd<T> a, int64_t q_tiles) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(const Fwd<T> a, int64_t q_tiles) {
   constexpr int BN = kBlockN<D>, P = kPitch<D>;
   constexpr int kChunks = D / 8;                 // 16-byte chunks a row
   constexpr int kRowStep = kThreads / kChunks;   // rows a tile load advances per pass
@@ -350,24 +364,36 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const Fwd<T> a,
       }
     }
 
-    // logits; -inf outside the row's band where the tile crosses an edge of
-    // it (keys >= seqlen_k are past every hi)
-    const bool full = n0 >= w_max_lo && n0 + BN <= w_min_hi;
-    int rlo[2] = {0, 0}, rhi[2] = {BN, BN};  // the row's visible columns of this tile
-    if (!full)
+    // logits, then -inf outside the row's band, only where the tile crosses
+    // an edge of it (keys >= seqlen_k are past every hi). Both tests are
+    // uniform and taken once a tile, so the element loops are straight-line
+    // code: the logit loop is written twice so that in the second one the
+    // compiler knows there is no softcap and drops the tanh and its branch.
+    auto logits = [&] {
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] = a.logit(s[nt][e]);
+    };
+    if (a.logit.inv_cap != 0.f)
+      logits();
+    else
+      logits();
+    if (!(n0 >= w_max_lo && n0 + BN <= w_min_hi)) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        rlo[r] = int(max(int64_t(0), min(int64_t(BN), row_lo[r] - n0)));
-        rhi[r] = int(max(int64_t(0), min(int64_t(BN), row_hi[r] - n0)));
-      }
+        // the row's visible columns of this tile: [rlo, rhi)
+        const int rlo = int(max(int64_t(0), min(int64_t(BN), row_lo[r] - n0)));
+        const int rhi = int(max(int64_t(0), min(int64_t(BN), row_hi[r] - n0)));
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
+        for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = nt * 8 + 2 * qd + (e & 1), r = e >> 1;
-        const float x = a.logit(s[nt][e]);
-        s[nt][e] = full || (c >= rlo[r] && c < rhi[r]) ? x : -INFINITY;
+          for (int e = 0; e < 2; ++e) {
+            const int c = nt * 8 + 2 * qd + e;
+            if (c < rlo || c >= rhi) s[nt][2 * r + e] = -INFINITY;
+          }
       }
+    }
 
     // online softmax, row by row: the max over the quad, acc and l rescaled by
     // exp(m_old - m_new), P = exp(s - m_new). A row with every logit -inf so
