@@ -1,8 +1,9 @@
 """flash_attention beyond the op table (tests/test_ops.py): the CUDA kernels'
 kept variants over the issue's accuracy cases (head dims 64, 96, 128, 256;
 sequence lengths 1 to 2049, equal and different; causal, GQA 8:1 and MQA,
-windows, softcap; batch 1 and 4), the saved logsumexp, determinism, and the
-refusals of the mma variant."""
+windows, softcap; batch 1 and 4), the saved logsumexp, determinism, the
+refusals of the mma variant, SDPA's in-place read of [B, H, S, D], and the
+nn.MultiheadAttention drop-in."""
 import math
 
 import pytest
@@ -107,8 +108,15 @@ def test_flash_attention_mma_refusals():
 
 
 class _Record(TorchDispatchMode):
+    """The tinycuda ops called (names), and the arguments of the last one."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.args = [], None
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace == "tinycuda":
+            self.ops.append(func._opname)
             self.args = args
         return func(*args, **(kwargs or {}))
 
@@ -123,3 +131,43 @@ def test_sdpa_reads_bhsd_in_place(device):
     for given, t in zip(rec.args[:3], (q, k, v)):
         assert given.data_ptr() == t.data_ptr() and given.stride() == t.transpose(1, 2).stride()
     torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("kind", ["self", "cross", "self-causal", "unbatched"])
+def test_multihead_attention_is_drop_in(device, batch_first, kind):
+    """tinycuda.nn.MultiheadAttention: torch's state_dict keys and repr; with
+    need_weights=False, torch's output and gradients (float32) through the
+    flash kernels; torch's own forward for the weights."""
+    import tinycuda.nn
+    torch.manual_seed(0)
+    ref = torch.nn.MultiheadAttention(48, 4, batch_first=batch_first, device=device)
+    ours = tinycuda.nn.MultiheadAttention(48, 4, batch_first=batch_first, device=device)
+    assert list(ours.state_dict()) == list(ref.state_dict()) and repr(ours) == repr(ref)
+    ours.load_state_dict(ref.state_dict())
+    with torch.no_grad():
+        ref.in_proj_bias.normal_(), ref.out_proj.bias.normal_()
+    ours.load_state_dict(ref.state_dict())
+    lq, lk, b = 11, 11 if kind != "cross" else 7, 3
+    shape = (lambda n: (b, n, 48) if batch_first else (n, b, 48)) if kind != "unbatched" else (lambda n: (n, 48))
+    x = torch.randn(shape(lq), device=device, requires_grad=True)
+    kv = x if kind != "cross" else torch.randn(shape(lk), device=device, requires_grad=True)
+    kw = dict(need_weights=False)
+    if kind == "self-causal":
+        kw.update(is_causal=True, attn_mask=torch.nn.Transformer.generate_square_subsequent_mask(lq, device=device))
+    with _Record() as rec:
+        out, weights = ours(x, kv, kv, **kw)
+    assert weights is None
+    assert rec.ops == ["linear"] * (1 if kind != "cross" else 3) + ["flash_attention", "linear"], rec.ops
+    want, _ = ref(x, kv, kv, **kw)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-5)
+    g = torch.randn_like(out)
+    wrt = [x, ours.in_proj_weight, ours.out_proj.weight] + ([kv] if kind == "cross" else [])
+    wrt_ref = [x, ref.in_proj_weight, ref.out_proj.weight] + ([kv] if kind == "cross" else [])
+    for a, r in zip(torch.autograd.grad(out, wrt, g), torch.autograd.grad(want, wrt_ref, g)):
+        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-4)
+    # need_weights=True is torch's own forward: the same output and weights
+    o1, w1 = ours(x, kv, kv)
+    o2, w2 = ref(x, kv, kv)
+    torch.testing.assert_close(o1, o2), torch.testing.assert_close(w1, w2)

@@ -1,4 +1,4 @@
-"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm and CrossEntropyLoss
+"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm, CrossEntropyLoss and MultiheadAttention
 subclass their torch.nn counterparts, so
 constructor, initialization, state_dict keys and repr are torch's own; only
 forward runs tinycuda kernels."""
@@ -119,5 +119,45 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
                 f"label_smoothing={self.label_smoothing}, accum_dtype={self.accum_dtype}")
 
 
-__all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "ReLU", "RMSNorm",
-           "ScaleBiasReLU", "SwiGLU"]
+class MultiheadAttention(torch.nn.MultiheadAttention):
+    """torch.nn.MultiheadAttention (same constructor, init, state_dict and
+    batch_first) whose need_weights=False forward runs tinycuda kernels: the
+    input projections (one linear for self-attention), flash_attention on the
+    projected heads read in place, the output projection. is_causal (with
+    its attn_mask hint, as torch requires) is the causal mask, aligned
+    top-left as torch's. What flash attention cannot give runs torch's own
+    forward: need_weights=True (torch's default: the attention weights),
+    key_padding_mask, any other attn_mask, dropout while training,
+    bias_k/bias_v, add_zero_attn, kdim/vdim other than embed_dim."""
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        if (need_weights or key_padding_mask is not None or (attn_mask is not None and not is_causal)
+                or (is_causal and attn_mask is None) or (self.training and self.dropout > 0)
+                or self.bias_k is not None or self.add_zero_attn or not self._qkv_same_embed_dim):
+            return super().forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+                                   average_attn_weights, is_causal)
+        batched, self_attention = query.dim() == 3, query is key and key is value
+        if not batched:  # [L, E]: one sequence
+            query, key, value = (t.unsqueeze(0 if self.batch_first else 1) for t in (query, key, value))
+        if not self.batch_first:  # [L, B, E] -> [B, L, E] views
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        b, lq, e = query.shape
+        h, d = self.num_heads, self.head_dim
+        if self_attention:  # one projection: one projection, q, k, v strided views of it
+            qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias).view(b, lq, 3, h, d)
+            q, k, v = qkv.unbind(2)
+        else:
+            ws = self.in_proj_weight.chunk(3)
+            bs = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None,) * 3
+            q, k, v = (ops.linear(t, w, bias).view(t.shape[0], t.shape[1], h, d)
+                       for t, w, bias in zip((query, key, value), ws, bs))
+        o = torch.ops.tinycuda.flash_attention(q, k, v, is_causal, None, -1, -1, 0.0, True)[0]
+        out = ops.linear(o.reshape(b, lq, e), self.out_proj.weight, self.out_proj.bias)
+        if not self.batch_first:
+            out = out.transpose(0, 1)
+        return (out if batched else out.squeeze(0 if self.batch_first else 1)), None
+
+
+__all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "MultiheadAttention",
+           "ReLU", "RMSNorm", "ScaleBiasReLU", "SwiGLU"]
