@@ -171,3 +171,12 @@ def test_multihead_attention_is_drop_in(device, batch_first, kind):
     o1, w1 = ours(x, kv, kv)
     o2, w2 = ref(x, kv, kv)
     torch.testing.assert_close(o1, o2), torch.testing.assert_close(w1, w2)
+
+
+def test_capi_backward_needs_the_forwards_lse():
+    from tinycuda import capi
+    q, k, v = (t.numpy() for t in _qkv(1, 5, 6, 2, 1, 8, "cpu", torch.float32))
+    out, lse = capi.flash_attention(q, k, v)
+    for bad in (None, True):
+        with pytest.raises(ValueError, match=r"tinycuda.capi.flash_attention_backward: lse must be an array"):
+            capi.flash_attention_backward(out, q, k, v, out, bad, False, 0.35, -1, -1, 0.0, False)

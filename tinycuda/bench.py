@@ -171,8 +171,15 @@ def run_case(info, mode, shape, dtype, device, timer, impls, peaks):
         if name not in ("eager", "compile", "liger") and name.split("[")[0] not in impls:
             continue
         torch.manual_seed(1)  # the same grad_out for every implementation
-        run = _runner(fn, inputs, mode, spec.loss)
-        out = _as_list(run())
+        try:
+            run = _runner(fn, inputs, mode, spec.loss)
+            out = _as_list(run())
+        except (RuntimeError, ValueError) as e:
+            if name in ("eager", "tinycuda"):
+                raise
+            # a variant that does not take this case (mma in float32; SDPA's flash backend in float32)
+            print(f"{info.name} {mode} {list(shape)} {name}: skipped ({str(e).splitlines()[0][:120]})")
+            continue
         if ref is None:
             ref = out
         for o, r in zip(out, ref):  # checked before it is timed

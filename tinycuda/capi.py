@@ -803,6 +803,8 @@ def _attention_dims(op, v):
     if (bk, dk) != (b, d) or (hq % hkv if hkv else hq):
         raise ValueError(f"tinycuda.capi.{op}: q {q.shape} and k, v {k.shape} must share batch and head_dim, "
                          "and q's heads must be a multiple of theirs")
+    if d == 0:
+        raise ValueError(f"tinycuda.capi.{op}: head_dim must be > 0")
     return dict(batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, head_dim=d)
 
 
@@ -812,11 +814,13 @@ def _rows_strides(shape):
     return [s * h * d, h * d, d]
 
 
-def _attention_options(scale, head_dim, window_left, window_right, softcap, causal, top_left):
+def _attention_options(dims, scale, window_left, window_right, softcap, causal, top_left):
     if scale is None:  # the torch op's default
-        scale = 1.0 / math.sqrt(head_dim) if head_dim else 1.0
-    return dict(scale=scale, softcap=softcap, causal=int(causal), top_left=int(top_left), window_left=window_left,
-                window_right=window_right)
+        scale = 1.0 / math.sqrt(dims["head_dim"])
+    wide = dims["seqlen_q"] + dims["seqlen_k"]  # a window this wide bounds nothing (as the torch layer: -1)
+    return dict(scale=scale, softcap=softcap, causal=int(causal), top_left=int(top_left),
+                window_left=-1 if window_left >= wide else window_left,
+                window_right=-1 if window_right >= wide else window_right)
 
 
 def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0, top_left=False,
@@ -833,7 +837,7 @@ def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_ri
     _call(op, qv, stream, **dims, q=qv, q_stride=_rows_strides(qv.shape), k=v_["k"],
           k_stride=_rows_strides(v_["k"].shape), v=v_["v"], v_stride=_rows_strides(v_["v"].shape), o=ov,
           o_stride=_rows_strides(qv.shape), lse=lv, algo=algo,
-          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+          **_attention_options(dims, scale, window_left, window_right, softcap, causal, top_left))
     return o, l
 
 
@@ -845,6 +849,8 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
     dims = _attention_dims(op, v_)
     _same_shape(op, v_, "q", "out", "grad_out")
     qv = v_["q"]
+    if lse is None or lse is True:
+        raise ValueError(f"tinycuda.capi.{op}: lse must be an array: flash_attention's second output")
     _, lv = _array(op, "lse", lse, qv, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(qv))
     (gq, gqv), (gk, gkv), (gv, gvv) = _outputs(op, qv, (True, True, True), (
         ("grad_q", grad_q, qv.shape), ("grad_k", grad_k, v_["k"].shape), ("grad_v", grad_v, v_["v"].shape)))
@@ -852,5 +858,5 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
     _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
           o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"],
-          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+          **_attention_options(dims, scale, window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv

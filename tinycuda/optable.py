@@ -776,10 +776,10 @@ def _attention_ref(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0
     j = torch.arange(sk, device=q.device)[None, :]
     left, right = window[0], 0 if causal else window[1]
     seen = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
-    if left >= 0:
-        seen &= j >= i - left
+    if left >= 0:  # j - i: no overflow at windows near 2**63
+        seen &= j - i >= -left
     if right >= 0:
-        seen &= j <= i + right
+        seen &= j - i <= right
     p = torch.softmax(s.masked_fill(~seen, -math.inf), -1)
     p = torch.where(seen.any(-1, keepdim=True), p, torch.zeros_like(p))
     return (p @ vt).transpose(1, 2)
@@ -794,7 +794,8 @@ ATTENTION_CASES = [
     (1, 130, 100, 1, 1, 256, {}), (1, 65, 67, 2, 2, 96, {"scale": 0.3}), (1, 9, 11, 2, 2, 7, {}),
     (1, 3, 4, 2, 1, 8, {"causal": True}), (1, 4, 4, 1, 1, 8, {"softcap": 1.0, "window": (1, 1)}),
     (2, 2, 3, 1, 1, 8, {}), (1, 5, 3, 1, 1, 4, {"causal": True}),
-    (0, 5, 5, 1, 1, 8, {}), (1, 0, 5, 1, 1, 8, {}), (1, 5, 0, 1, 1, 8, {}),
+    (0, 5, 5, 1, 1, 8, {}), (1, 0, 5, 1, 1, 8, {}), (1, 5, 0, 1, 1, 8, {}), (1, 3, 4, 0, 0, 8, {}),
+    (1, 6, 4, 1, 1, 8, {"window": (2**63 - 1, -1)}), (1, 6, 4, 1, 1, 8, {"window": (-1, 2**63 - 1)}),  # no bound
 ]
 
 
@@ -842,6 +843,7 @@ def _flash_attention_errors():
         ErrorCase(rf"{name}: q must be float32.*got Long", f, (q.long(), k.long(), k.long())),
         ErrorCase(rf"{name}: softcap must be >= 0 and finite, got -1", f, (q, k, k), {"softcap": -1.0}),
         ErrorCase(rf"{name}: scale must be finite", f, (q, k, k), {"scale": math.inf}),
+        ErrorCase(rf"{name}: head_dim must be > 0", f, (q[..., :0], k[..., :0], k[..., :0])),
         ErrorCase(rf"{name}: algo must be 0 \(auto\), 1 \(naive\) or 2 \(mma\), got 7", torch.ops.tinycuda.flash_attention,
                   (q, k, k), {"algo": 7}),
         ErrorCase(r"tinycuda::flash_attention_backward: lse must have shape \[1, 4, 5\], got \[1, 4, 4\]",

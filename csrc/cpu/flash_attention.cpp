@@ -46,7 +46,7 @@ int64_t threads_for(int64_t items, int64_t flops) {
 }
 
 template <class T>
-void forward(const tc_flash_attention_params* p) {
+bool forward(const tc_flash_attention_params* p) {
   using A = acc_t<T>;
   const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv;
   const AttentionMask mask = attention_mask(p);
@@ -57,7 +57,7 @@ void forward(const tc_flash_attention_params* p) {
   A* lse = static_cast<A*>(p->lse);
   const int64_t chunks = (p->seqlen_q + kChunk - 1) / kChunk, items = p->batch * p->heads_q * chunks;
   const int64_t threads = threads_for(items, p->batch * p->heads_q * p->seqlen_q * p->seqlen_k * D);
-  run_threads(threads, [&](int64_t t) {
+  return run_threads(threads, [&](int64_t t) {
     std::vector<A> kv, qa(static_cast<size_t>(D)), oa(static_cast<size_t>(D)), s(static_cast<size_t>(p->seqlen_k));
     for (int64_t item = t; item < items; item += threads) {
       const int64_t b = item / (p->heads_q * chunks), h = item / chunks % p->heads_q, c = item % chunks;
@@ -72,7 +72,7 @@ void forward(const tc_flash_attention_params* p) {
       }
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t lo = mask.lo(i), hi = mask.hi(i);
-        to_acc_row(q.at(b, i, h), D, qa.data());
+        if (lo < hi) to_acc_row(q.at(b, i, h), D, qa.data());  // with no key, q may be NULL
         A m = -INFINITY;
         for (int64_t j = lo; j < hi; ++j) {
           s[j - lo] = logit(dot(qa.data(), ka + (j - klo) * D, D));
@@ -96,7 +96,7 @@ void forward(const tc_flash_attention_params* p) {
 }
 
 template <class T>
-void backward(const tc_flash_attention_backward_params* p) {
+bool backward(const tc_flash_attention_backward_params* p) {
   using A = acc_t<T>;
   const int64_t D = p->head_dim, Sk = p->seqlen_k, group = p->heads_kv ? p->heads_q / p->heads_kv : 0;
   const AttentionMask mask = attention_mask(p);
@@ -110,7 +110,7 @@ void backward(const tc_flash_attention_backward_params* p) {
   const A* lse = static_cast<const A*>(p->lse);
   const int64_t items = p->batch * p->heads_kv;
   const int64_t threads = threads_for(items, 3 * p->batch * p->heads_q * p->seqlen_q * Sk * D);
-  run_threads(threads, [&](int64_t t) {
+  return run_threads(threads, [&](int64_t t) {
     std::vector<A> ka(static_cast<size_t>(Sk * D)), va(static_cast<size_t>(Sk * D)), dk(static_cast<size_t>(Sk * D)), dv(static_cast<size_t>(Sk * D));
     std::vector<A> qa(static_cast<size_t>(D)), oa(static_cast<size_t>(D)), ga(static_cast<size_t>(D)), dq(static_cast<size_t>(D));
     for (int64_t item = t; item < items; item += threads) {
@@ -160,21 +160,23 @@ void backward(const tc_flash_attention_backward_params* p) {
 
 }  // namespace
 
+// The threads' buffers (4 Sk D accumulators a thread in the backward) are
+// the only allocations: running out of memory is a status, not an abort.
 tc_status tc_flash_attention_cpu(const tc_flash_attention_params* p) {
+  const char* op = "flash_attention";
   TC_RETURN_IF_ERROR(flash_attention_check(p));
   if (p->batch * p->heads_q * p->seqlen_q == 0) return TC_OK;
-  return dispatch_cpu(p->dtype, "flash_attention", [&](auto tag) {
-    forward<decltype(tag)>(p);
-    return TC_OK;
+  return dispatch_cpu(p->dtype, op, [&](auto tag) {
+    return forward<decltype(tag)>(p) ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: out of memory for the buffers", op);
   });
 }
 
 tc_status tc_flash_attention_backward_cpu(const tc_flash_attention_backward_params* p) {
+  const char* op = "flash_attention_backward";
   TC_RETURN_IF_ERROR(flash_attention_check(p));
-  if (p->batch * p->heads_kv == 0) return TC_OK;
-  return dispatch_cpu(p->dtype, "flash_attention_backward", [&](auto tag) {
-    backward<decltype(tag)>(p);
-    return TC_OK;
+  if (p->batch * p->heads_kv * p->head_dim == 0) return TC_OK;  // no gradient has an element
+  return dispatch_cpu(p->dtype, op, [&](auto tag) {
+    return backward<decltype(tag)>(p) ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: out of memory for the buffers", op);
   });
 }
 

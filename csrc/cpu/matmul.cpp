@@ -172,7 +172,7 @@ void gemm(const Job<T>& j, const Split& sp, acc_t<T>* scratch) {
         rows_block_base(j, it, ap, acc);
     }
   };
-  run_threads(sp.threads, work);
+  (void)run_threads(sp.threads, work);  // work allocates nothing: the scratch is the caller's
 }
 
 // The calling thread's scratch (packed B, then each worker's A panels and

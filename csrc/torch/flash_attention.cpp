@@ -24,6 +24,7 @@ Shape check_shapes(const char* op, const at::Tensor& q, const at::Tensor& k, con
            (long long)k.size(0));
   TC_CHECK(q.size(3) == k.size(3), op, "q has head_dim %lld but k has head_dim %lld", (long long)q.size(3),
            (long long)k.size(3));
+  TC_CHECK(q.size(3) > 0, op, "head_dim must be > 0");
   const int64_t hq = q.size(2), hkv = k.size(2);
   TC_CHECK(hkv > 0 ? hq % hkv == 0 : hq == 0, op,
            "q's heads (%lld) must be a multiple of k's and v's heads (%lld)", (long long)hq, (long long)hkv);
@@ -36,6 +37,10 @@ at::Tensor rows(const at::Tensor& t) { return t.size(3) <= 1 || t.stride(3) == 1
 void strides(const at::Tensor& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.stride(d);
 }
+
+// A window at least seqlen_q + seqlen_k wide bounds nothing: -1, the same
+// band, without the overflow of i + shift +- window near INT64_MAX.
+int64_t window(const Shape& s, int64_t w) { return w >= s.seqlen_q + s.seqlen_k ? -1 : w; }
 
 double resolve_scale(const Shape& s, std::optional<double> scale) {
   return scale ? *scale : s.head_dim > 0 ? 1.0 / std::sqrt(double(s.head_dim)) : 1.0;
@@ -60,8 +65,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
                               .heads_q = s.heads_q, .heads_kv = s.heads_kv, .head_dim = s.head_dim,
                               .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(), .o = o.data_ptr(),
                               .lse = lse.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
-                              .causal = causal, .top_left = top_left, .window_left = window_left,
-                              .window_right = window_right, .algo = tc_attention_algo(algo)};
+                              .causal = causal, .top_left = top_left, .window_left = window(s, window_left),
+                              .window_right = window(s, window_right), .algo = tc_attention_algo(algo)};
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   call(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, p);
   return {o, lse};
@@ -92,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
       .heads_kv = s.heads_kv, .head_dim = s.head_dim, .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(),
       .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq.data_ptr(),
       .grad_k = gk.data_ptr(), .grad_v = gv.data_ptr(), .scale = scale, .softcap = softcap, .causal = causal,
-      .top_left = top_left, .window_left = window_left, .window_right = window_right};
+      .top_left = top_left, .window_left = window(s, window_left), .window_right = window(s, window_right)};
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   strides(g, p.grad_o_stride), strides(gq, p.grad_q_stride), strides(gk, p.grad_k_stride),
       strides(gv, p.grad_v_stride);
