@@ -82,7 +82,14 @@ def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, sof
 @register_fake("tinycuda::flash_attention_backward")
 def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
                                    top_left):
+    op = "tinycuda::flash_attention_backward"
     _check_shapes("flash_attention_backward", q, k, v)
+    b, sq, hq, _ = q.shape
+    torch._check(lse.shape == (b, hq, sq) and lse.dtype == _lse_dtype(q),
+                 lambda: f"{op}: lse must be a {_lse_dtype(q)} tensor of shape [{b}, {hq}, {sq}], got {lse.dtype} "
+                         f"{list(lse.shape)}")
+    torch._check(out.shape == q.shape and grad_out.shape == q.shape,
+                 lambda: f"{op}: out and grad_out must have q's shape {list(q.shape)}")
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
