@@ -39,12 +39,6 @@ A dot(const A* a, const A* b, int64_t n) {
   return s;
 }
 
-// Threads for `items` work items of `flops` multiply-adds in all: one per
-// core, none beyond the caller's under ~4M (a thread start costs ~20 us).
-int64_t threads_for(int64_t items, int64_t flops) {
-  return flops < (int64_t(1) << 22) ? 1 : std::min(cpu_cores(), items);
-}
-
 template <class T>
 bool forward(const tc_flash_attention_params* p) {
   using A = acc_t<T>;

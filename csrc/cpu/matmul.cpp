@@ -147,11 +147,11 @@ struct Split {
   int64_t row_blocks, cuts, per_cut, items, threads;
   Split(int64_t M, int64_t N, int64_t K) {
     const int64_t panels = (N + NR - 1) / NR, cores = cpu_cores();
-    const bool small = M * N * K < (int64_t(1) << 22);
+    const bool small = serial_work(M * N * K);
     row_blocks = (M + MB - 1) / MB;
     cuts = small ? 1 : std::max<int64_t>(1, std::min(panels, (cores + row_blocks - 1) / row_blocks));
     per_cut = (panels + cuts - 1) / cuts, items = row_blocks * cuts;
-    threads = small ? 1 : std::min(cores, items);
+    threads = threads_for(items, M * N * K);
   }
   int64_t scratch_per_thread() const { return MB * KB + MB * per_cut * NR; }  // A panels, C accumulator
 };

@@ -93,7 +93,10 @@ def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, w
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
-_ARGS = ("causal", "scale", "window_left", "window_right", "softcap", "top_left")
+# The forward's options after q, k, v, in the schema's order, with its defaults (read once): what the
+# backward is called with, for any the caller left out.
+_DEFAULTS = {a.name: a.default_value for a in torch.ops.tinycuda.flash_attention.default._schema.arguments
+             if a.name in ("causal", "scale", "window_left", "window_right", "softcap", "top_left")}
 
 
 def _setup(ctx, inputs, keyword_only_inputs, output):
@@ -102,10 +105,7 @@ def _setup(ctx, inputs, keyword_only_inputs, output):
     ctx.mark_non_differentiable(lse)
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, out, lse)
-    # the schema's defaults for what the caller left out
-    schema = torch.ops.tinycuda.flash_attention.default._schema.arguments
-    given = dict(zip(_ARGS, rest))
-    ctx.args = {a.name: given.get(a.name, a.default_value) for a in schema if a.name in _ARGS}
+    ctx.args = {**_DEFAULTS, **dict(zip(_DEFAULTS, rest))}
     if ctx.args["scale"] is None:  # the kernel's default, 1 / sqrt(head_dim)
         ctx.args["scale"] = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
 

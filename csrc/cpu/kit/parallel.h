@@ -13,6 +13,16 @@
 
 inline int64_t cpu_cores() { return std::max<int64_t>(1, std::thread::hardware_concurrency()); }
 
+// Work under ~4M multiply-adds stays on the calling thread: starting one
+// costs ~20 us, more than such a problem gains from a second core.
+inline bool serial_work(int64_t madds) { return madds < (int64_t(1) << 22); }
+
+// Threads for `items` work items of `madds` multiply-adds in all: one per
+// core, no more than the items, one for serial work.
+inline int64_t threads_for(int64_t items, int64_t madds) {
+  return serial_work(madds) ? 1 : std::min(cpu_cores(), std::max<int64_t>(items, 1));
+}
+
 template <class F>
 [[nodiscard]] bool run_threads(int64_t threads, F&& work) {
   std::atomic<bool> failed{false};
