@@ -26,6 +26,8 @@ CASES = [
     (1, 1023, 1023, 1, 1, {"window": (100, 0)}),
     (1, 2049, 2049, 1, 1, {"causal": True}),
     (1, 300, 300, 3, 1, {}),                          # MQA, not causal
+    (2, 63, 65, 4, 2, {"causal": True}),              # one past / one short of the 64-row tiles
+    (1, 65, 64, 2, 1, {"causal": True, "top_left": True, "softcap": 3.0}),
 ]
 
 
@@ -51,7 +53,7 @@ def test_flash_attention_cuda_variants(dtype, variant, head_dim, case):
     q, k, v = _qkv(b, sq, sk, hq, hkv, head_dim, "cuda", dtype)
     left, right = kw.get("window", (-1, -1))
     args = dict(causal=kw.get("causal", False), softcap=kw.get("softcap", 0.0), window_left=left,
-                window_right=right)
+                window_right=right, top_left=kw.get("top_left", False))
     fn = _first(variants.get("flash_attention", variant))
     if variant == "mma" and dtype == torch.float32:
         with pytest.raises(RuntimeError, match=r"tinycuda::flash_attention: .*mma"):
@@ -105,6 +107,27 @@ def test_flash_attention_mma_refusals():
         mma(q, q, q)
     # auto takes the naive kernel for both, and still matches
     check_op(ops.flash_attention, _attention_ref, [q, q.clone(), q.clone()], grad=False)
+
+
+@requires_cuda
+def test_flash_attention_backward_mma_refusals():
+    """The backward's mma variant refuses what it cannot run, naming what it
+    needs; auto falls back to the naive kernels (the variants test checks both)."""
+    q, k, v = _qkv(1, 8, 8, 1, 1, 64, "cuda", torch.float32)
+    o, lse = torch.ops.tinycuda.flash_attention(q, k, v)
+    args = (torch.randn_like(o), q, k, v, o, lse, False, 0.125, -1, -1, 0.0, False)
+    with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo 2 \(mma\) needs fp16 or bf16"):
+        torch.ops.tinycuda.flash_attention_backward(*args, algo=2)
+    with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo must be 0 \(auto\), 1"):
+        torch.ops.tinycuda.flash_attention_backward(*args, algo=3)
+    half = [t.half() if t.dtype == torch.float32 and t.dim() == 4 else t for t in args]
+    half[0] = torch.randn(8 * 64 + 1, device="cuda").half()[1:].view(1, 8, 1, 64)  # grad_out off the 16-byte grid
+    with pytest.raises(RuntimeError, match=r"flash_attention_backward: algo 2 \(mma\) needs 16-byte aligned"):
+        torch.ops.tinycuda.flash_attention_backward(*half, algo=2)
+    auto = torch.ops.tinycuda.flash_attention_backward(*half)
+    naive = torch.ops.tinycuda.flash_attention_backward(*half, algo=1)
+    for a, b in zip(auto, naive):
+        assert torch.equal(a, b)
 
 
 class _Record(TorchDispatchMode):

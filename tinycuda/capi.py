@@ -842,7 +842,7 @@ def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_ri
 
 
 def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
-                             top_left, *, grad_q=None, grad_k=None, grad_v=None, stream=None):
+                             top_left, *, algo=0, grad_q=None, grad_k=None, grad_v=None, stream=None):
     """(grad_q, grad_k, grad_v) of flash_attention from its out and lse."""
     op = "flash_attention_backward"
     v_ = _check(op, {"grad_out": grad_out, "q": q, "k": k, "v": v, "out": out})
@@ -857,6 +857,6 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
     rs = {name: _rows_strides(v_[name].shape) for name in ("q", "k", "v")}
     _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
           o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,
-          grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"],
+          grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
           **_attention_options(dims, scale, window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv

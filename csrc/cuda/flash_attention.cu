@@ -6,8 +6,8 @@
 //
 // Work, per (batch, query head) with Sq queries seeing on average S' keys:
 // 4 Sq S' D FLOPs forward (Q K^T and P V; S' = Sk / 2 when causal and
-// Sq = Sk), 10 Sq S' D backward here (Q K^T and dO V^T twice: once for dQ,
-// once for dK/dV). Bytes: Q, K, V, O once each from DRAM at best,
+// Sq = Sk); backward 10 Sq S' D in NAIVE (Q K^T and dO V^T twice: once for
+// dQ, once for dK/dV), 14 in MMA (below). Bytes: Q, K, V, O once each from DRAM at best,
 // 2 (Sq + 2 Sk) D itemsize, plus lse; the score matrix (Sq Sk) never exists.
 //
 // Forward, two kernels (tc_attention_algo):
@@ -68,6 +68,43 @@
 //         and, for each, queries [q_lo(j), q_hi(j)) in order: dV_j += P dO_i,
 //         dK_j += scale dS Q_i. No atomics: each output row has one owner
 //         that adds in a fixed order (bit-identical run to run).
+//
+// Backward (MMA, what AUTO runs where the forward's MMA rules hold for q, k,
+// v, grad_o, grad_q, grad_k, grad_v: fp16/bf16, D % 8 == 0, D <= 256,
+// 16-byte aligned rows; delta stays the kernel above). FlashAttention-2's
+// backward without atomics: dK/dV and dQ are two kernels, each output row
+// owned by one warp that adds in a fixed order, so dQ recomputes S and dP.
+//  dkv    a block per (b, kv head g, 64 keys), 4 warps x 16 key rows (at
+//         D = 256, 8 warps: warps w and w + 4 share key rows 16 (w % 4).. and
+//         own dK/dV columns [0, 128) and [128, 256), each recomputing the full
+//         S^T, dP^T: 128 accumulator registers instead of 256). K and V are
+//         loaded once; the loop walks the group's query heads h and, in each,
+//         query tiles of BM (64, or 32 at D >= 128) over [q_lo(first key),
+//         q_hi(last key)), Q/dO tiles double-buffered through cp.async (lse
+//         and delta by plain loads into the same stage). Per tile and warp:
+//           S^T = K Q^T, dP^T = V dO^T   A = K/V rows (ldmatrix), B = Q/dO
+//                                        [query][d] as it lies (col-major B)
+//           P^T = exp(logit(S^T) - lse_i) (0 outside the band, tested per
+//                 element only in tiles crossing its edge; lse = +inf: 0)
+//           dS^T = P^T (dP^T - D_i) dcap(s)
+//           dV += P^T dO, dK += dS^T Q   A = P^T / dS^T straight from the
+//                                        accumulators (as the forward's P),
+//                                        B = dO / Q via ldmatrix.trans
+//         dK *= scale; stored through shared memory (K, V tiles reused).
+//  dq     a block per (b, h, 64 queries) as the forward (last tiles first),
+//         K/V tiles double-buffered; S = Q K^T, dP = dO V^T (A = Q/dO rows,
+//         B = K/V as they lie), dS as above, dQ += dS K (K via .trans).
+//  FLOPs: 2 Sq S' D per matmul; dkv does 4 (S, dP, dV, dK), dq 3 (S, dP,
+//  dQ): 7 against FA2's 5 (its dQ by atomics reuses dkv's dS), 14 Sq S' D;
+//  at D = 256 the split dkv recomputes S^T and dP^T: 9, 18 Sq S' D.
+//  Shared memory (pitch D + 8):
+//           D    dkv: K+V 64 rows, 2 x (Q+dO) BM rows, lse/delta    dq: Q+dO 64, 2 x (K+V) BN
+//           64        56,320 B (BM 64)                               55,296 B (BN 64)
+//           128       70,144 B (BM 32)                              104,448 B (BN 64)
+//           256      135,680 B (BM 32, 256 threads)                 135,168 B (BN 32)
+//  Registers: dkv holds dK, dV (D/2 + D/2 floats a thread at D <= 128) and
+//  S^T, dP^T (BM/8 x 4 each); dq holds dQ (D/2) and S, dP (BN/8 x 4 each).
+//
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
 #include "tinycuda/flash_attention.h"
@@ -76,6 +113,7 @@
 #include "kit/mma.cuh"
 #include "kit/reduce.cuh"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
@@ -526,6 +564,478 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream) {
   return check_launch(op);
 }
 
+
+// ---------------------------------------------------------------------------
+// MMA backward (FlashAttention-2's backward on mma.sync, deterministic)
+//
+// dkv: a block per (b, kv head hk, BN = 64 keys), warp w owning key rows
+// 16 (w % 4).. (and, at D = 256, dK/dV columns [128 (w / 4), +128)).
+// Operand map (fragments as in kit/mma.cuh; "as it lies" = ldmatrix without
+// .trans, the tile row-major in shared memory):
+//   S^T  = K Q^T    A = K rows [key][d] as it lies; B (k = d, n = query) =
+//                   the Q tile [query][d] as it lies (col-major B)
+//   dP^T = V dO^T   the same with V and dO
+//   dV  += P^T dO   A = P^T from the S^T accumulators (FA2's trick); B
+//                   (k = query, n = d) = dO tile [query][d] via .trans
+//   dK  += dS^T Q   A = dS^T from the dP^T accumulators; B = Q tile .trans
+// dq: as the forward, with
+//   S  = Q K^T      A = Q rows, B = K tile as it lies
+//   dP = dO V^T     A = dO rows, B = V tile as it lies
+//   dQ += dS K      A = dS from the dP accumulators; B = K tile via .trans
+// dkv's query tile: 32 at D = 128 keeps dK, dV, S^T, dP^T in 253 registers (64: 255 and 80-104 B of
+// spills; worth timing both)
+template <int D> constexpr int kBwdBlockM = D <= 64 ? 64 : 32;
+template <int D> constexpr int kBwdSplit = D <= 128 ? 1 : 2;     // warps sharing a key row (d split)
+template <int D> constexpr int kDkvThreads = kThreads * kBwdSplit<D>;
+constexpr int kBwdBlockN = 64;  // dkv's key rows a block
+template <int D>
+constexpr size_t kDkvSmemBytes =
+    size_t(2 * kBwdBlockN + 4 * kBwdBlockM<D>) * kPitch<D> * 2 + 4 * kBwdBlockM<D> * sizeof(float);
+template <int D> constexpr size_t kDqSmemBytes = size_t(2 * kBlockM + 4 * kBlockN<D>) * kPitch<D> * 2;
+
+// The row range [lo, hi) of one fragment row as columns of a tile at n0 of
+// width W, clamped to [0, W].
+template <int W>
+__device__ __forceinline__ int tile_col(int64_t v, int64_t n0) {
+  return int(max(int64_t(0), min(int64_t(W), v - n0)));
+}
+
+// dK, dV for keys [n0, n0 + 64) of (b, hk).
+template <class T, int D>
+__global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(const Bwd<T> a, int64_t k_tiles) {
+  constexpr int BN = kBwdBlockN, BM = kBwdBlockM<D>, P = kPitch<D>, NT = kDkvThreads<D>;
+  constexpr int DW = D / kBwdSplit<D>;  // dK/dV columns a warp owns
+  constexpr int kChunks = D / 8, kRowStep = NT / kChunks;
+  static_assert(NT % kChunks == 0 && BN % kRowStep == 0 && BM % kRowStep == 0, "tile loads");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sk = reinterpret_cast<T*>(smem_raw);  // [BN][P]; at the end dK
+  T* sv = sk + BN * P;                     // [BN][P]; at the end dV
+  T* sqg = sv + BN * P;                    // stage s: Q at sqg + 2 s BM P, dO right after
+  float* sl = reinterpret_cast<float*>(sqg + 4 * BM * P);  // stage s: lse log2(e) at sl + 2 s BM, delta right after
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, qd = lane % 4;
+  const int kw = warp % 4, dpart = warp / 4;
+  const int64_t id = blockIdx.x, bg = id / k_tiles, n0 = id % k_tiles * BN;
+  const int64_t hk = bg % a.heads_kv, b = bg / a.heads_kv;
+  const int64_t klast = min(n0 + BN, a.seqlen_k) - 1;  // the block's last key
+  const AttentionMask& mask = a.mask;
+  // q_lo and q_hi are monotone in j: the block's queries are [q_lo(n0), q_hi(klast)), per query head.
+  const int64_t qb_lo = mask.q_lo(n0), qb_hi = mask.q_hi(klast);
+  const int ch = tid % kChunks, r0 = tid / kChunks;
+  const bool col_in = ch * 8 < a.head_dim;
+
+  if (qb_lo >= qb_hi || a.group == 0) {  // no query sees a key here: dK = dV = 0, nothing is read
+    for (int r = r0; r < BN; r += kRowStep)
+      if (col_in && n0 + r <= klast) {
+        *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, n0 + r, hk) + ch * 8) = uint4{};
+        *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, n0 + r, hk) + ch * 8) = uint4{};
+      }
+    return;
+  }
+
+  // K and V (keys past seqlen_k, columns past head_dim zero-filled), loaded once.
+  {
+    const T* kp = at(a.k, a.ks, b, 0, hk) + ch * 8;
+    const T* vp = at(a.v, a.vs, b, 0, hk) + ch * 8;
+#pragma unroll
+    for (int r = r0; r < BN; r += kRowStep) {
+      const int64_t j = n0 + r;
+      const bool in = col_in && j < a.seqlen_k;
+      cp_async16(sk + r * P + ch * 8, in ? kp + j * a.ks[1] : a.k, in);
+      cp_async16(sv + r * P + ch * 8, in ? vp + j * a.vs[1] : a.v, in);
+    }
+  }
+  // Query tile t: head hk group + t / q_tiles, rows qb_lo + (t % q_tiles) BM.. .
+  // Rows past seqlen_q: Q = dO = 0, lse = +inf (P = 0), delta = 0.
+  const int64_t q_tiles = (qb_hi - qb_lo + BM - 1) / BM, tiles = a.group * q_tiles;
+  auto load_q = [&](int64_t t, int stage) {
+    const int64_t h = hk * a.group + t / q_tiles, m0 = qb_lo + t % q_tiles * BM;
+    const T* qp = at(a.q, a.qs, b, 0, h) + ch * 8;
+    const T* gp = at(a.go, a.gos, b, 0, h) + ch * 8;
+    T* dq = sqg + 2 * stage * BM * P;
+    T* dg = dq + BM * P;
+#pragma unroll
+    for (int r = r0; r < BM; r += kRowStep) {
+      const int64_t i = m0 + r;
+      const bool in = col_in && i < a.seqlen_q;
+      cp_async16(dq + r * P + ch * 8, in ? qp + i * a.qs[1] : a.q, in);
+      cp_async16(dg + r * P + ch * 8, in ? gp + i * a.gos[1] : a.go, in);
+    }
+    if (tid < BM) {  // plain loads: the stage's readers are behind the next __syncthreads
+      const int64_t i = m0 + tid, row = (b * a.heads_q + h) * a.seqlen_q + i;
+      const bool in = i < a.seqlen_q;
+      sl[2 * stage * BM + tid] = in ? a.lse[row] * kLog2e : INFINITY;
+      sl[(2 * stage + 1) * BM + tid] = in ? a.delta[row] : 0.f;
+    }
+  };
+  load_q(0, 0);
+  cp_async_commit();
+
+  // This warp's key rows [wk, wk + 16) and the queries they see: tiles outside
+  // [w_lo, w_hi) are skipped, tiles inside [w_max_lo, w_min_hi) need no mask.
+  const int64_t wk = n0 + kw * 16, wlast = min(wk + 15, klast);
+  const bool live = wk <= klast;
+  const int64_t w_lo = mask.q_lo(wk), w_hi = mask.q_hi(wlast), w_max_lo = mask.q_lo(wlast),
+                w_min_hi = mask.q_hi(wk);
+  const int64_t row_lo[2] = {mask.q_lo(wk + g), mask.q_lo(wk + g + 8)};
+  const int64_t row_hi[2] = {mask.q_hi(wk + g), mask.q_hi(wk + g + 8)};
+
+  // ldmatrix row addresses (bytes), lane l serving row l % 8 of matrix l / 8:
+  //  K, V rows as A (a0..a3: keys 0-7/d 0-7, keys 8-15/d 0-7, keys 0-7/d 8-15, keys 8-15/d 8-15)
+  //  Q, dO as B of S^T, dP^T (b_off: queries 0-7/d 0-7, queries 0-7/d 8-15 = b0,b1 of query tile 0;
+  //    queries 8-15 = tile 1)
+  //  Q, dO as B of dK, dV (.trans, t_off: queries 0-7/d 0-7, queries 8-15/d 0-7 = b0,b1 of d tile 0;
+  //    d 8-15 = tile 1)
+  const int lr = lane & 7, l8 = (lane >> 3 & 1) * 8, l16 = (lane >> 4) * 8;
+  const uint32_t k_addr = smem_addr(sk + (kw * 16 + lr + l8) * P + l16), v_addr = k_addr + BN * P * 2;
+  const uint32_t b_off = ((lr + l16) * P + l8) * 2, t_off = ((lr + l8) * P + l16 + dpart * DW) * 2;
+
+  float dv[DW / 8][4] = {}, dk[DW / 8][4] = {};  // d tile nt, key rows g / g + 8, columns 2qd, 2qd + 1
+  for (int64_t t = 0; t < tiles; ++t) {
+    cp_async_wait<0>();
+    // tile t (and at t = 0, K and V) has landed for every thread, and every
+    // warp is done with tile t - 1, whose stage the next load overwrites
+    __syncthreads();
+    if (t + 1 < tiles) {
+      load_q(t + 1, int((t + 1) & 1));
+      cp_async_commit();
+    }
+    const int64_t m0 = qb_lo + t % q_tiles * BM;
+    if (!live || m0 >= w_hi || m0 + BM <= w_lo) continue;  // warp-uniform: none of its keys is seen
+    const int st = int(t & 1);
+    const uint32_t q_tile = smem_addr(sqg + 2 * st * BM * P), g_tile = q_tile + BM * P * 2;
+    const float* lse2 = sl + 2 * st * BM;
+    const float* dlt = lse2 + BM;
+
+    // S^T = K Q^T and dP^T = V dO^T: [nt] is query tile nt (8 queries),
+    // key rows g / g + 8, queries 2qd, 2qd + 1
+    float s[BM / 8][4] = {}, dp[BM / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ka[4], va[4];
+      ldsm_x4<false>(ka, k_addr + kk * 32);
+      ldsm_x4<false>(va, v_addr + kk * 32);
+#pragma unroll
+      for (int nt = 0; nt < BM / 16; ++nt) {
+        uint32_t qb[4], gb[4];
+        ldsm_x4<false>(qb, q_tile + b_off + (nt * 16 * P + kk * 16) * 2);
+        ldsm_x4<false>(gb, g_tile + b_off + (nt * 16 * P + kk * 16) * 2);
+        mma_16816<T>(s[2 * nt], ka, qb[0], qb[1]);
+        mma_16816<T>(s[2 * nt + 1], ka, qb[2], qb[3]);
+        mma_16816<T>(dp[2 * nt], va, gb[0], gb[1]);
+        mma_16816<T>(dp[2 * nt + 1], va, gb[2], gb[3]);
+      }
+    }
+
+    // P^T = exp(logit(S^T) - lse_i) (0 outside the band: a per-element test
+    // only in tiles crossing its edge), dS^T = P^T (dP^T - delta_i) dcap.
+    // Masked entries are selected to 0, not multiplied by 0, so a non-finite
+    // logit there stays out of dS; the mma products after still multiply those
+    // zeros by the tile's rows, so inf in any row of a tile gives NaN (as FA2).
+    auto grads = [&](auto masked) {
+      int clo[2] = {0, 0}, chi[2] = {BM, BM};
+      if constexpr (decltype(masked)::value)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) clo[r] = tile_col<BM>(row_lo[r], m0), chi[r] = tile_col<BM>(row_hi[r], m0);
+#pragma unroll
+      for (int nt = 0; nt < BM / 8; ++nt) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2 + nt * 8 + 2 * qd);
+        const float2 d2 = *reinterpret_cast<const float2*>(dlt + nt * 8 + 2 * qd);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
+          const float x = a.logit(s[nt][e]);
+          const float p = exp2_approx(fmaf(x, kLog2e, -((e & 1) ? l2.y : l2.x)));  // lse = +inf: 0
+          const float ds = p * (dp[nt][e] - ((e & 1) ? d2.y : d2.x)) * a.logit.dcap(x);
+          const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
+          s[nt][e] = out ? 0.f : p;
+          dp[nt][e] = out ? 0.f : ds;
+        }
+      }
+    };
+    if (m0 >= w_max_lo && m0 + BM <= w_min_hi)
+      grads(std::false_type{});
+    else
+      grads(std::true_type{});
+
+    // dV += P^T dO, dK += dS^T Q. The A fragment of k16 step kk (queries
+    // 16kk..16kk+15) is the accumulators of query tiles 2kk and 2kk+1:
+    // a0 = [2kk][0..1], a1 = [2kk][2..3], a2 = [2kk+1][0..1], a3 = [2kk+1][2..3].
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
+                              pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                              pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+      for (int dt = 0; dt < DW / 16; ++dt) {
+        uint32_t gb[4], qb[4];
+        ldsm_x4<true>(gb, g_tile + t_off + (kk * 16 * P + dt * 16) * 2);
+        ldsm_x4<true>(qb, q_tile + t_off + (kk * 16 * P + dt * 16) * 2);
+        mma_16816<T>(dv[2 * dt], pa, gb[0], gb[1]);
+        mma_16816<T>(dv[2 * dt + 1], pa, gb[2], gb[3]);
+        mma_16816<T>(dk[2 * dt], da, qb[0], qb[1]);
+        mma_16816<T>(dk[2 * dt + 1], da, qb[2], qb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with K and V (at D = 256 two warps read each row)
+
+  // dK = scale dK. Each warp writes its rows and columns into the K and V
+  // tiles, then stores them 16 bytes a lane.
+  const int row = kw * 16;
+#pragma unroll
+  for (int nt = 0; nt < DW / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int off = (row + g + 8 * r) * P + dpart * DW + nt * 8 + 2 * qd;
+      *reinterpret_cast<uint32_t*>(sk + off) = pack2<T>(dk[nt][2 * r] * a.scale, dk[nt][2 * r + 1] * a.scale);
+      *reinterpret_cast<uint32_t*>(sv + off) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
+    }
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < 16 * (DW / 8); c += 32) {
+    const int r = c / (DW / 8), col = dpart * DW + c % (DW / 8) * 8;
+    if (wk + r <= klast && col < a.head_dim) {
+      *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, wk + r, hk) + col) =
+          *reinterpret_cast<const uint4*>(sk + (row + r) * P + col);
+      *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, wk + r, hk) + col) =
+          *reinterpret_cast<const uint4*>(sv + (row + r) * P + col);
+    }
+  }
+}
+
+// dQ for query rows [m0, m0 + 64) of (b, h): the forward's shape, K and V
+// tiles through the same cp.async pipeline.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd<T> a, int64_t q_tiles) {
+  constexpr int BN = kBlockN<D>, P = kPitch<D>;
+  constexpr int kChunks = D / 8, kRowStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kBlockM % kRowStep == 0 && BN % kRowStep == 0, "tile loads");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sq = reinterpret_cast<T*>(smem_raw);  // [kBlockM][P]; at the end each warp's 16 rows of dQ
+  T* sg = sq + kBlockM * P;                // dO, [kBlockM][P]
+  T* skv = sg + kBlockM * P;               // stage s: K at skv + 2s BN P, V right after
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, qd = lane % 4;
+  const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBlockM;
+  const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
+  const int64_t last = min(m0 + kBlockM, a.seqlen_q) - 1;
+  const AttentionMask& mask = a.mask;
+  const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
+  const int ch = tid % kChunks, r0 = tid / kChunks;
+  const bool col_in = ch * 8 < a.head_dim;
+
+  if (kv_lo >= kv_hi) {  // no row sees a key: dQ = 0
+    for (int r = r0; r < kBlockM; r += kRowStep)
+      if (col_in && m0 + r <= last) *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, m0 + r, h) + ch * 8) = uint4{};
+    return;
+  }
+
+  {
+    const T* qp = at(a.q, a.qs, b, 0, h) + ch * 8;
+    const T* gp = at(a.go, a.gos, b, 0, h) + ch * 8;
+#pragma unroll
+    for (int r = r0; r < kBlockM; r += kRowStep) {
+      const bool in = col_in && m0 + r < a.seqlen_q;
+      cp_async16(sq + r * P + ch * 8, in ? qp + (m0 + r) * a.qs[1] : a.q, in);
+      cp_async16(sg + r * P + ch * 8, in ? gp + (m0 + r) * a.gos[1] : a.go, in);
+    }
+  }
+  const T* kp = at(a.k, a.ks, b, 0, hk) + ch * 8;
+  const T* vp = at(a.v, a.vs, b, 0, hk) + ch * 8;
+  auto load_kv = [&](int64_t n0, int stage) {
+    T* dk = skv + 2 * stage * BN * P;
+    T* dv = dk + BN * P;
+#pragma unroll
+    for (int r = r0; r < BN; r += kRowStep) {
+      const int64_t j = n0 + r;
+      const bool in = col_in && j < a.seqlen_k;
+      cp_async16(dk + r * P + ch * 8, in ? kp + j * a.ks[1] : a.k, in);
+      cp_async16(dv + r * P + ch * 8, in ? vp + j * a.vs[1] : a.v, in);
+    }
+  };
+  load_kv(kv_lo, 0);
+  cp_async_commit();
+
+  const int64_t wrow = m0 + warp * 16, wlast = min(wrow + 15, last);
+  const bool live = wrow <= last;
+  const int64_t w_lo = mask.lo(wrow), w_hi = mask.hi(wlast), w_max_lo = mask.lo(wlast), w_min_hi = mask.hi(wrow);
+  const int64_t row_lo[2] = {mask.lo(wrow + g), mask.lo(wrow + g + 8)};
+  const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
+  // this thread's rows' lse log2(e) and delta (rows past seqlen_q: P = 0)
+  float rl[2], rd[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = wrow + g + 8 * r;
+    rl[r] = i <= last ? a.lse[bh * a.seqlen_q + i] * kLog2e : INFINITY;
+    rd[r] = i <= last ? a.delta[bh * a.seqlen_q + i] : 0.f;
+  }
+
+  // ldmatrix row addresses: Q and dO as A (the forward's Q), K and V as B of
+  // S and dP as they lie (b_off, the forward's K), K as B of dQ via .trans
+  // (t_off, the forward's V).
+  const int lr = lane & 7, l8 = (lane >> 3 & 1) * 8, l16 = (lane >> 4) * 8;
+  const uint32_t q_addr = smem_addr(sq + (warp * 16 + lr + l8) * P + l16), g_addr = q_addr + kBlockM * P * 2;
+  const uint32_t b_off = ((lr + l16) * P + l8) * 2, t_off = ((lr + l8) * P + l16) * 2;
+
+  float acc[D / 8][4] = {};  // dQ: d tile nt, rows g / g + 8, columns 2qd, 2qd + 1
+  const int64_t tiles = (kv_hi - kv_lo + BN - 1) / BN;
+  for (int64_t t = 0; t < tiles; ++t) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (t + 1 < tiles) {
+      load_kv(kv_lo + (t + 1) * BN, int((t + 1) & 1));
+      cp_async_commit();
+    }
+    const int64_t n0 = kv_lo + t * BN;
+    if (!live || n0 >= w_hi || n0 + BN <= w_lo) continue;
+    const uint32_t k_tile = smem_addr(skv + 2 * int(t & 1) * BN * P), v_tile = k_tile + BN * P * 2;
+
+    // S = Q K^T, dP = dO V^T: [nt] is key tile nt, rows g / g + 8, keys 2qd, 2qd + 1
+    float s[BN / 8][4] = {}, dp[BN / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[4], ga[4];
+      ldsm_x4<false>(qa, q_addr + kk * 32);
+      ldsm_x4<false>(ga, g_addr + kk * 32);
+#pragma unroll
+      for (int nt = 0; nt < BN / 16; ++nt) {
+        uint32_t kb[4], vb[4];
+        ldsm_x4<false>(kb, k_tile + b_off + (nt * 16 * P + kk * 16) * 2);
+        ldsm_x4<false>(vb, v_tile + b_off + (nt * 16 * P + kk * 16) * 2);
+        mma_16816<T>(s[2 * nt], qa, kb[0], kb[1]);
+        mma_16816<T>(s[2 * nt + 1], qa, kb[2], kb[3]);
+        mma_16816<T>(dp[2 * nt], ga, vb[0], vb[1]);
+        mma_16816<T>(dp[2 * nt + 1], ga, vb[2], vb[3]);
+      }
+    }
+
+    // dS = P (dP - delta_i) dcap, P = exp(logit(S) - lse_i), 0 outside the band
+    auto grads = [&](auto masked) {
+      int clo[2] = {0, 0}, chi[2] = {BN, BN};
+      if constexpr (decltype(masked)::value)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) clo[r] = tile_col<BN>(row_lo[r], n0), chi[r] = tile_col<BN>(row_hi[r], n0);
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
+          const float x = a.logit(s[nt][e]);
+          const float p = exp2_approx(fmaf(x, kLog2e, -rl[r]));
+          const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
+          dp[nt][e] = out ? 0.f : p * (dp[nt][e] - rd[r]) * a.logit.dcap(x);
+        }
+    };
+    if (n0 >= w_max_lo && n0 + BN <= w_min_hi)
+      grads(std::false_type{});
+    else
+      grads(std::true_type{});
+
+    // dQ += dS K: A = dS from the dP accumulators (key tiles 2kk, 2kk+1), K via .trans
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
+                              pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                              pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+      for (int dt = 0; dt < D / 16; ++dt) {
+        uint32_t kb[4];
+        ldsm_x4<true>(kb, k_tile + t_off + (kk * 16 * P + dt * 16) * 2);
+        mma_16816<T>(acc[2 * dt], da, kb[0], kb[1]);
+        mma_16816<T>(acc[2 * dt + 1], da, kb[2], kb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // dQ = scale dQ, through this warp's own rows of the Q tile
+  T* so = sq + warp * 16 * P;
+  __syncwarp();
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(so + (g + 8 * r) * P + nt * 8 + 2 * qd) =
+          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < 16 * kChunks; c += 32) {
+    const int r = c / kChunks, col = c % kChunks * 8;
+    if (wrow + r <= last && col < a.head_dim)
+      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, wrow + r, h) + col) =
+          *reinterpret_cast<const uint4*>(so + r * P + col);
+  }
+}
+
+// Why the MMA backward cannot run this problem, or nullptr when it can.
+template <class T>
+const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
+  if constexpr (!std::is_same_v<T, __half> && !std::is_same_v<T, __nv_bfloat16>) {
+    return "fp16 or bf16";
+  } else {
+    if (p->head_dim % 8 != 0 || p->head_dim > 256) return "head_dim a multiple of 8 and at most 256";
+    if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || !aligned16(p->grad_o) ||
+        !aligned16(p->grad_q) || !aligned16(p->grad_k) || !aligned16(p->grad_v))
+      return "16-byte aligned q, k, v, grad_o, grad_q, grad_k and grad_v";
+    for (int d = 0; d < 3; ++d)
+      if (p->q_stride[d] % 8 || p->k_stride[d] % 8 || p->v_stride[d] % 8 || p->grad_o_stride[d] % 8 ||
+          p->grad_q_stride[d] % 8 || p->grad_k_stride[d] % 8 || p->grad_v_stride[d] % 8)
+        return "q, k, v, grad_o, grad_q, grad_k and grad_v strides that are multiples of 8 elements";
+    const size_t smem = p->head_dim <= 64    ? std::max(kDkvSmemBytes<64>, kDqSmemBytes<64>)
+                        : p->head_dim <= 128 ? std::max(kDkvSmemBytes<128>, kDqSmemBytes<128>)
+                                             : std::max(kDkvSmemBytes<256>, kDqSmemBytes<256>);
+    if (size_t(smem_optin()) < smem) return "more shared memory per block than this device allows";
+    return nullptr;
+  }
+}
+
+// Sets a kernel's dynamic shared memory limit once per device (bit d of `set`).
+template <class K>
+tc_status smem_opt_in(const char* op, K kernel, size_t smem, std::atomic<uint64_t>& set) {
+  int dev = 0;
+  TC_RETURN_IF_ERROR(cuda_status(op, "cudaGetDevice", cudaGetDevice(&dev)));
+  if (dev < 0 || dev >= 64 || !(set.load(std::memory_order_relaxed) >> dev & 1)) {
+    TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        int(smem))));
+    if (dev >= 0 && dev < 64) set.fetch_or(uint64_t(1) << dev, std::memory_order_relaxed);
+  }
+  return TC_OK;
+}
+
+// dQ (rows_q > 0) and dK/dV (rows_k > 0); delta must be in the workspace.
+template <class T, int D>
+tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool rows_k, cudaStream_t stream) {
+  if (rows_q) {
+    auto kernel = attention_dq_mma_kernel<T, D>;
+    constexpr size_t smem = kDqSmemBytes<D>;
+    static std::atomic<uint64_t> smem_set{0};
+    TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, smem, smem_set));
+    const int64_t q_tiles = (a.seqlen_q + kBlockM - 1) / kBlockM, blocks = a.batch * a.heads_q * q_tiles;
+    TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d query rows are too many for one launch", op,
+               (long long)blocks, kBlockM);
+    kernel<<<unsigned(blocks), kThreads, smem, stream>>>(a, q_tiles);
+    TC_RETURN_IF_ERROR(check_launch(op));
+  }
+  if (rows_k) {
+    auto kernel = attention_dkv_mma_kernel<T, D>;
+    constexpr size_t smem = kDkvSmemBytes<D>;
+    static std::atomic<uint64_t> smem_set{0};
+    TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, smem, smem_set));
+    const int64_t k_tiles = (a.seqlen_k + kBwdBlockN - 1) / kBwdBlockN, blocks = a.batch * a.heads_kv * k_tiles;
+    TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d keys are too many for one launch", op,
+               (long long)blocks, kBwdBlockN);
+    kernel<<<unsigned(blocks), kDkvThreads<D>, smem, stream>>>(a, k_tiles);
+    TC_RETURN_IF_ERROR(check_launch(op));
+  }
+  return TC_OK;
+}
+
 }  // namespace fa2
 
 // ---------------------------------------------------------------------------
@@ -674,8 +1184,6 @@ void by_lanes(int64_t head_dim, F&& f) {
 tc_status tc_flash_attention_cuda(const tc_flash_attention_params* p) {
   const char* op = "flash_attention";
   TC_RETURN_IF_ERROR(flash_attention_check(p));
-  TC_REQUIRE(p->algo >= TC_ATTENTION_AUTO && p->algo <= TC_ATTENTION_MMA,
-             "%s: algo must be 0 (auto), 1 (naive) or 2 (mma), got %d", op, int(p->algo));
   const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
   if (rows == 0) return TC_OK;
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
@@ -712,10 +1220,13 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
              "%s: workspace of %zu bytes needed, %zu given", op, need, p->workspace_bytes);
   // no head or head_dim 0: dQ, dK and dV have no elements
   if (p->batch * p->heads_kv * p->head_dim == 0) return TC_OK;
-  TC_REQUIRE(p->head_dim <= kMaxNaiveDim, "%s: head_dim must be <= %d on CUDA, got %lld", op, kMaxNaiveDim,
-             (long long)p->head_dim);
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
+    const char* why = fa2::bwd_blocker<T>(p);
+    TC_REQUIRE(!why || p->algo != TC_ATTENTION_MMA, "%s: algo 2 (mma) needs %s (dtype %d, head_dim %lld)", op, why,
+               int(p->dtype), (long long)p->head_dim);
+    TC_REQUIRE(!why || p->head_dim <= kMaxNaiveDim, "%s: head_dim must be <= %d on CUDA, got %lld", op,
+               kMaxNaiveDim, (long long)p->head_dim);
     const Bwd<T> a = Bwd<T>::of(p);
     cudaStream_t stream = as_stream(p->stream);
     const int64_t rows_q = p->batch * p->heads_q * p->seqlen_q, rows_k = p->batch * p->heads_kv * p->seqlen_k;
@@ -723,6 +1234,13 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
     if (rows_q > 0 && rows_k > 0) {
       attention_delta_kernel<T><<<grid_1d(rows_q, kWarps), kWarps * 32, 0, stream>>>(a);
       TC_RETURN_IF_ERROR(check_launch(op));
+    }
+    if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      if (!why && p->algo != TC_ATTENTION_NAIVE) {
+        if (p->head_dim <= 64) return fa2::launch_backward<T, 64>(op, a, rows_q > 0, rows_k > 0, stream);
+        if (p->head_dim <= 128) return fa2::launch_backward<T, 128>(op, a, rows_q > 0, rows_k > 0, stream);
+        return fa2::launch_backward<T, 256>(op, a, rows_q > 0, rows_k > 0, stream);
+      }
     }
     by_lanes(p->head_dim, [&](auto per) {
       constexpr int kPer = decltype(per)::value;

@@ -42,6 +42,12 @@ void strides(const at::Tensor& t, int64_t (&s)[3]) {
 // band, without the overflow of i + shift +- window near INT64_MAX.
 int64_t window(const Shape& s, int64_t w) { return w >= s.seqlen_q + s.seqlen_k ? -1 : w; }
 
+tc_attention_algo algo_of(const char* op, int64_t algo) {
+  TC_CHECK(algo >= TC_ATTENTION_AUTO && algo <= TC_ATTENTION_MMA, op,
+           "algo must be 0 (auto), 1 (naive) or 2 (mma), got %lld", (long long)algo);
+  return tc_attention_algo(algo);
+}
+
 double resolve_scale(const Shape& s, std::optional<double> scale) {
   return scale ? *scale : s.head_dim > 0 ? 1.0 / std::sqrt(double(s.head_dim)) : 1.0;
 }
@@ -53,8 +59,6 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
   const char* op = "flash_attention";
   check_args(op, {{"q", q_}, {"k", k_}, {"v", v_}});
   const Shape s = check_shapes(op, q_, k_, v_);
-  TC_CHECK(algo >= TC_ATTENTION_AUTO && algo <= TC_ATTENTION_MMA, op,
-           "algo must be 0 (auto), 1 (naive) or 2 (mma), got %lld", (long long)algo);
   TC_CHECK(softcap >= 0 && std::isfinite(softcap), op, "softcap must be >= 0 and finite, got %g", softcap);
   TC_CHECK(!scale || std::isfinite(*scale), op, "scale must be finite, got %g", *scale);
   const at::Tensor q = rows(q_), k = rows(k_), v = rows(v_);
@@ -66,7 +70,7 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
                               .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(), .o = o.data_ptr(),
                               .lse = lse.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
                               .causal = causal, .top_left = top_left, .window_left = window(s, window_left),
-                              .window_right = window(s, window_right), .algo = tc_attention_algo(algo)};
+                              .window_right = window(s, window_right), .algo = algo_of(op, algo)};
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   call(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, p);
   return {o, lse};
@@ -75,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out_, const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
     const at::Tensor& out_, const at::Tensor& lse_, bool causal, double scale, int64_t window_left,
-    int64_t window_right, double softcap, bool top_left) {
+    int64_t window_right, double softcap, bool top_left, int64_t algo) {
   const char* op = "flash_attention_backward";
   check_args(op, {{"grad_out", grad_out_}, {"q", q_}, {"k", k_}, {"v", v_}, {"out", out_}});
   const Shape s = check_shapes(op, q_, k_, v_);
@@ -97,7 +101,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
       .heads_kv = s.heads_kv, .head_dim = s.head_dim, .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(),
       .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq.data_ptr(),
       .grad_k = gk.data_ptr(), .grad_v = gv.data_ptr(), .scale = scale, .softcap = softcap, .causal = causal,
-      .top_left = top_left, .window_left = window(s, window_left), .window_right = window(s, window_right)};
+      .top_left = top_left, .window_left = window(s, window_left), .window_right = window(s, window_right),
+      .algo = algo_of(op, algo)};
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   strides(g, p.grad_o_stride), strides(gq, p.grad_q_stride), strides(gk, p.grad_k_stride),
       strides(gv, p.grad_v_stride);
@@ -119,7 +124,7 @@ TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
       "int window_right=-1, float softcap=0.0, bool top_left=False, *, int algo=0) -> (Tensor, Tensor)");
   m.def(
       "flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-      "bool causal, float scale, int window_left, int window_right, float softcap, bool top_left) "
+      "bool causal, float scale, int window_left, int window_right, float softcap, bool top_left, *, int algo=0) "
       "-> (Tensor, Tensor, Tensor)");
 }
 

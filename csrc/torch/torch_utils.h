@@ -109,7 +109,12 @@ void call(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
     TC_CHECK(on.is_cpu(), op, "unsupported device %s", on.device().str().c_str());
     s = cpu(&params);
   }
-  if (s != TC_OK) fail(op, tc_last_error());
+  if (s != TC_OK) {
+    // the core names its op already ("flash_attention: ..."): keep one name
+    std::string what = tc_last_error();
+    const std::string own = std::string(op) + ": ";
+    fail(op, what.rfind(own, 0) == 0 ? what.substr(own.size()) : what);
+  }
 }
 
 // call() for ops whose CUDA path needs scratch: sizes it with the core's

@@ -81,7 +81,7 @@ def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, sof
 
 @register_fake("tinycuda::flash_attention_backward")
 def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
-                                   top_left):
+                                   top_left, algo=0):
     op = "tinycuda::flash_attention_backward"
     _check_shapes("flash_attention_backward", q, k, v)
     b, sq, hq, _ = q.shape
@@ -106,6 +106,7 @@ def _setup(ctx, inputs, keyword_only_inputs, output):
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = {**_DEFAULTS, **dict(zip(_DEFAULTS, rest))}
+    ctx.algo = keyword_only_inputs.get("algo", 0)  # a variant's backward runs the same algo
     if ctx.args["scale"] is None:  # the kernel's default, 1 / sqrt(head_dim)
         ctx.args["scale"] = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
 
@@ -117,7 +118,7 @@ def _backward(ctx, grad, _grad_lse):
     a = ctx.args
     gq, gk, gv = torch.ops.tinycuda.flash_attention_backward(grad, q, k, v, out, lse, a["causal"], a["scale"],
                                                              a["window_left"], a["window_right"], a["softcap"],
-                                                             a["top_left"])
+                                                             a["top_left"], algo=ctx.algo)
     return gq, gk, gv, *(None,) * (len(ctx.needs_input_grad) - 3)
 
 

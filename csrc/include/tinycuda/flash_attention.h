@@ -34,9 +34,9 @@
 typedef enum {
   TC_ATTENTION_AUTO = 0,  /* MMA where it runs, else NAIVE */
   TC_ATTENTION_NAIVE = 1, /* one warp per query (key) row, scalar loads, online softmax; any dtype, head_dim */
-  TC_ATTENTION_MMA = 2    /* FlashAttention-2: 16 query rows per warp on mma.sync, K/V tiles through a
+  TC_ATTENTION_MMA = 2    /* FlashAttention-2 on mma.sync, 16 query (key) rows per warp, tiles through a
                              cp.async pipeline; fp16/bf16, head_dim % 8 == 0 and <= 256, 16-byte aligned
-                             rows (forward; the backward runs NAIVE) */
+                             rows and strides that are multiples of 8 */
 } tc_attention_algo;
 
 typedef struct {
@@ -85,6 +85,7 @@ typedef struct {
   int causal;
   int top_left;
   int64_t window_left, window_right;
+  tc_attention_algo algo;
   void* workspace;     /* CUDA: D_i, [batch, heads_q, seqlen_q] float (double) */
   size_t workspace_bytes;
   void* stream;
