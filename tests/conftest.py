@@ -3,8 +3,12 @@
 Accuracy rule for float16/bfloat16 (FlashAttention's): tinycuda's max error
 against a float64 reference may be at most FACTOR x PyTorch's own max error
 when PyTorch runs the same op in the same precision (2x for outputs, 3x for
-gradients), plus one rounding step of the output's magnitude so that a case
-where PyTorch happens to round exactly does not demand better than exact.
+gradients), plus one rounding step at the output's magnitude + 0.3 (the
+atol of FlashAttention's tests, the rounding of ref + 0.3), so that a case
+where PyTorch happens to round exactly does not demand better than exact: a
+gradient that is 0 in exact arithmetic (dQ of a query seeing one key) comes
+out exactly 0 from torch's cancellation but as rounding noise from a kernel
+that sums the two cancelling terms in different orders.
 float32 and float64 are compared to the float64 reference with tolerances
 that follow from the op's accumulation length.
 """
@@ -73,7 +77,7 @@ def assert_matches(ours, torch_same_precision, ref, *, grad=False, rtol32=1e-5, 
         factor = 3.0 if grad else 2.0
         e_ours = max_err(ours, ref)
         e_torch = max_err(torch_same_precision, ref)
-        one_rounding = torch.finfo(ours.dtype).eps * ref.abs().max().item()
+        one_rounding = torch.finfo(ours.dtype).eps * (ref.abs().max().item() + 0.3)
         assert e_ours <= factor * e_torch + one_rounding, (
             f"{ours.dtype}: error {e_ours:.3g} > {factor} x torch's {e_torch:.3g} + {one_rounding:.3g}")
     else:

@@ -817,10 +817,8 @@ def _rows_strides(shape):
 def _attention_options(dims, scale, window_left, window_right, softcap, causal, top_left):
     if scale is None:  # the torch op's default
         scale = 1.0 / math.sqrt(dims["head_dim"])
-    wide = dims["seqlen_q"] + dims["seqlen_k"]  # a window this wide bounds nothing (as the torch layer: -1)
-    return dict(scale=scale, softcap=softcap, causal=int(causal), top_left=int(top_left),
-                window_left=-1 if window_left >= wide else window_left,
-                window_right=-1 if window_right >= wide else window_right)
+    return dict(scale=scale, softcap=softcap, causal=int(causal), top_left=int(top_left), window_left=window_left,
+                window_right=window_right)
 
 
 def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0, top_left=False,

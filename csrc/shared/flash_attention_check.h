@@ -39,9 +39,13 @@ struct AttentionMask {
 
 template <class P>
 AttentionMask attention_mask(const P* p) {
+  // A window at least seqlen_q + seqlen_k wide bounds nothing: -1, the same
+  // band, without i + shift +- window overflowing near INT64_MAX.
+  const int64_t wide = p->seqlen_q + p->seqlen_k;
+  const auto bound = [wide](int64_t w) { return w >= wide ? -1 : w; };
   // causal is a right window of 0 (and wins over a wider one, as in FlashAttention)
-  return AttentionMask{p->top_left ? 0 : p->seqlen_k - p->seqlen_q, p->window_left,
-                       p->causal ? 0 : p->window_right, p->seqlen_q, p->seqlen_k};
+  return AttentionMask{p->top_left ? 0 : p->seqlen_k - p->seqlen_q, bound(p->window_left),
+                       p->causal ? 0 : bound(p->window_right), p->seqlen_q, p->seqlen_k};
 }
 
 // s = scale * dot, or softcap * tanh(scale * dot / softcap). With softcap the

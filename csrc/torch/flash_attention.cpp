@@ -38,10 +38,6 @@ void strides(const at::Tensor& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.stride(d);
 }
 
-// A window at least seqlen_q + seqlen_k wide bounds nothing: -1, the same
-// band, without the overflow of i + shift +- window near INT64_MAX.
-int64_t window(const Shape& s, int64_t w) { return w >= s.seqlen_q + s.seqlen_k ? -1 : w; }
-
 tc_attention_algo algo_of(const char* op, int64_t algo) {
   TC_CHECK(algo >= TC_ATTENTION_AUTO && algo <= TC_ATTENTION_MMA, op,
            "algo must be 0 (auto), 1 (naive) or 2 (mma), got %lld", (long long)algo);
@@ -69,8 +65,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
                               .heads_q = s.heads_q, .heads_kv = s.heads_kv, .head_dim = s.head_dim,
                               .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(), .o = o.data_ptr(),
                               .lse = lse.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
-                              .causal = causal, .top_left = top_left, .window_left = window(s, window_left),
-                              .window_right = window(s, window_right), .algo = algo_of(op, algo)};
+                              .causal = causal, .top_left = top_left, .window_left = window_left,
+                              .window_right = window_right, .algo = algo_of(op, algo)};
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   call(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, p);
   return {o, lse};
@@ -78,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out_, const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
-    const at::Tensor& out_, const at::Tensor& lse_, bool causal, double scale, int64_t window_left,
+    const at::Tensor& out_, const at::Tensor& lse_, bool causal, std::optional<double> scale, int64_t window_left,
     int64_t window_right, double softcap, bool top_left, int64_t algo) {
   const char* op = "flash_attention_backward";
   check_args(op, {{"grad_out", grad_out_}, {"q", q_}, {"k", k_}, {"v", v_}, {"out", out_}});
@@ -100,8 +96,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
       .batch = s.batch, .seqlen_q = s.seqlen_q, .seqlen_k = s.seqlen_k, .heads_q = s.heads_q,
       .heads_kv = s.heads_kv, .head_dim = s.head_dim, .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(),
       .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq.data_ptr(),
-      .grad_k = gk.data_ptr(), .grad_v = gv.data_ptr(), .scale = scale, .softcap = softcap, .causal = causal,
-      .top_left = top_left, .window_left = window(s, window_left), .window_right = window(s, window_right),
+      .grad_k = gk.data_ptr(), .grad_v = gv.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
+      .causal = causal, .top_left = top_left, .window_left = window_left, .window_right = window_right,
       .algo = algo_of(op, algo)};
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   strides(g, p.grad_o_stride), strides(gq, p.grad_q_stride), strides(gk, p.grad_k_stride),
@@ -124,7 +120,7 @@ TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
       "int window_right=-1, float softcap=0.0, bool top_left=False, *, int algo=0) -> (Tensor, Tensor)");
   m.def(
       "flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-      "bool causal, float scale, int window_left, int window_right, float softcap, bool top_left, *, int algo=0) "
+      "bool causal, float? scale, int window_left, int window_right, float softcap, bool top_left, *, int algo=0) "
       "-> (Tensor, Tensor, Tensor)");
 }
 

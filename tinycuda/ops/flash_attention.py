@@ -4,8 +4,6 @@ options), and scaled_dot_product_attention with torch's signature on
 [batch, heads, seqlen, head_dim], both through the tinycuda::flash_attention
 op. The forward keeps the logsumexp of each query row; the backward,
 tinycuda::flash_attention_backward, recomputes the probabilities from it."""
-import math
-
 import torch
 
 from ._fake import register_fake
@@ -107,8 +105,6 @@ def _setup(ctx, inputs, keyword_only_inputs, output):
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.args = {**_DEFAULTS, **dict(zip(_DEFAULTS, rest))}
     ctx.algo = keyword_only_inputs.get("algo", 0)  # a variant's backward runs the same algo
-    if ctx.args["scale"] is None:  # the kernel's default, 1 / sqrt(head_dim)
-        ctx.args["scale"] = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
 
 
 def _backward(ctx, grad, _grad_lse):
