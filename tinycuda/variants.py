@@ -24,7 +24,7 @@ _ALGOS = {
     "log_softmax": {"online": 1, "registers": 2},
     "linear": {"naive": 1, "tiled": 2, "regtile": 3, "mma": 4, "wgmma": 5},  # tc_gemm_algo
     "matmul": {"naive": 1, "tiled": 2, "regtile": 3, "mma": 4, "wgmma": 5},
-    "flash_attention": {"naive": 1, "mma": 2},  # tc_attention_algo
+    "flash_attention": {"naive": 1, "mma": 2, "wgmma": 3},  # tc_attention_algo
 }
 
 

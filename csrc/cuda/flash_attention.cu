@@ -288,6 +288,92 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// The forward's per-tile steps on a warp's S = Q K^T in mma's fragment layout
+// (s[nt][2r + e]: row g + 8r of the warp's 16, key 8nt + 2qd + e), shared by
+// the mma.sync and wgmma kernels (wgmma's m64 accumulators are the same
+// fragments side by side).
+//
+// Logits, then -inf outside each row's visible keys [row_lo, row_hi), only
+// when `edge` (the tile crosses an edge of the band; keys >= seqlen_k are past
+// every hi). The logit loop is written twice so that in the second one the
+// compiler knows there is no softcap and drops the tanh and its branch.
+template <int BN, class L>
+__device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logit, bool edge,
+                                            const int64_t (&row_lo)[2], const int64_t (&row_hi)[2], int64_t n0,
+                                            int qd) {
+  auto logits = [&] {
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = logit(s[nt][e]);
+  };
+  if (logit.inv_cap != 0.f)
+    logits();
+  else
+    logits();
+  if (!edge) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // the row's visible columns of this tile: [rlo, rhi)
+    const int rlo = int(max(int64_t(0), min(int64_t(BN), row_lo[r] - n0)));
+    const int rhi = int(max(int64_t(0), min(int64_t(BN), row_hi[r] - n0)));
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = nt * 8 + 2 * qd + e;
+        if (c < rlo || c >= rhi) s[nt][2 * r + e] = -INFINITY;
+      }
+  }
+}
+
+// The online softmax, row by row: the max over the quad, acc and l rescaled
+// by exp(m_old - m_new), s becomes P = exp(s - m_new). A row with every logit
+// -inf so far has m = -inf; it exponentiates against 0 instead (FA2), so P =
+// exp(-inf) = 0 and the rescale exp(-inf - 0) = 0, never exp(-inf + inf).
+template <int BN, int DT>
+__device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&acc)[DT][4], float (&m)[2],
+                                             float (&l)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = m[r];
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+    mx = quad_reduce(mx, Max{});
+    const float base = mx == -INFINITY ? 0.f : mx * kLog2e;
+    const float corr = exp2_approx(m[r] * kLog2e - base);
+    m[r] = mx;
+    l[r] *= corr;
+#pragma unroll
+    for (int nt = 0; nt < DT; ++nt) acc[nt][2 * r] *= corr, acc[nt][2 * r + 1] *= corr;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        s[nt][e] = exp2_approx(s[nt][e] * kLog2e - base);
+        l[r] += s[nt][e];
+      }
+  }
+}
+
+// The A fragment of k16 step kk (keys 16kk..16kk+15) of P V is the D
+// fragments of key tiles 2kk and 2kk+1 (FA2): a0 = (g, 2qd..) = s[2kk][0..1],
+// a1 = (g+8, 2qd..) = s[2kk][2..3], a2 = (g, 2qd+8..) = s[2kk+1][0..1],
+// a3 = (g+8, 2qd+8..) = s[2kk+1][2..3].
+template <class T, int BN>
+__device__ __forceinline__ void p_fragment(uint32_t (&pa)[4], const float (&s)[BN / 8][4], int kk) {
+  pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]), pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+  pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// lse of a finished row: m + log l (l summed over the quad), +inf for a row
+// that saw no key; returns 1 / l (0 for such a row: O = 0).
+__device__ __forceinline__ float finish_row(float m, float& l, float& lse) {
+  l = quad_reduce(l, Sum{});
+  lse = l == 0.f ? INFINITY : m + logf(l);
+  return l == 0.f ? 0.f : 1.f / l;
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(const Fwd<T> a, int64_t q_tiles) {
   constexpr int BN = kBlockN<D>, P = kPitch<D>;
@@ -402,71 +488,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
       }
     }
 
-    // logits, then -inf outside the row's band, only where the tile crosses
-    // an edge of it (keys >= seqlen_k are past every hi). Both tests are
-    // uniform and taken once a tile, so the element loops are straight-line
-    // code: the logit loop is written twice so that in the second one the
-    // compiler knows there is no softcap and drops the tanh and its branch.
-    auto logits = [&] {
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = a.logit(s[nt][e]);
-    };
-    if (a.logit.inv_cap != 0.f)
-      logits();
-    else
-      logits();
-    if (!(n0 >= w_max_lo && n0 + BN <= w_min_hi)) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // the row's visible columns of this tile: [rlo, rhi)
-        const int rlo = int(max(int64_t(0), min(int64_t(BN), row_lo[r] - n0)));
-        const int rhi = int(max(int64_t(0), min(int64_t(BN), row_hi[r] - n0)));
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = nt * 8 + 2 * qd + e;
-            if (c < rlo || c >= rhi) s[nt][2 * r + e] = -INFINITY;
-          }
-      }
-    }
+    tile_logits<BN>(s, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
+    softmax_step<BN>(s, acc, m, l);
 
-    // online softmax, row by row: the max over the quad, acc and l rescaled by
-    // exp(m_old - m_new), P = exp(s - m_new). A row with every logit -inf so
-    // far has m = -inf; it exponentiates against 0 instead (FA2), so P =
-    // exp(-inf) = 0 and the rescale exp(-inf - 0) = 0, never exp(-inf + inf).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      mx = quad_reduce(mx, Max{});
-      const float base = mx == -INFINITY ? 0.f : mx * kLog2e;
-      const float corr = exp2_approx(m[r] * kLog2e - base);
-      m[r] = mx;
-      l[r] *= corr;
-#pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt) acc[nt][2 * r] *= corr, acc[nt][2 * r + 1] *= corr;
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[nt][e] = exp2_approx(s[nt][e] * kLog2e - base);
-          l[r] += s[nt][e];
-        }
-    }
-
-    // O += P V. The A fragment of k16 step kk (keys 16kk..16kk+15) is the D
-    // fragments of key tiles 2kk and 2kk+1: a0 = (g, 2qd..) = s[2kk][0..1],
-    // a1 = (g+8, 2qd..) = s[2kk][2..3], a2 = (g, 2qd+8..) = s[2kk+1][0..1],
-    // a3 = (g+8, 2qd+8..) = s[2kk+1][2..3].
+    // O += P V, P straight from the accumulators (p_fragment)
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t pa[4];
+      p_fragment<T, BN>(pa, s, kk);
 #pragma unroll
       for (int dt = 0; dt < D / 16; ++dt) {
         uint32_t vb[4];
@@ -480,12 +509,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
 
   // O = acc / l. Each warp writes its 16 rows into its own rows of the Q
   // tile (which no other warp reads), then stores them 16 bytes a lane.
-  float inv[2];
+  float inv[2], row_lse[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] = quad_reduce(l[r], Sum{});
-    inv[r] = l[r] == 0.f ? 0.f : 1.f / l[r];  // a row that saw nothing: O = 0
-  }
+  for (int r = 0; r < 2; ++r) inv[r] = finish_row(m[r], l[r], row_lse[r]);
   T* so = sq + warp * 16 * P;
   __syncwarp();  // this warp's last ldmatrix of its Q rows is behind every lane
 #pragma unroll
@@ -505,7 +531,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
   if (qd == 0)
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      if (wrow + g + 8 * r <= last) lse[wrow + g + 8 * r] = l[r] == 0.f ? INFINITY : m[r] + logf(l[r]);
+      if (wrow + g + 8 * r <= last) lse[wrow + g + 8 * r] = row_lse[r];
 }
 
 // The largest dynamic shared memory a block may opt into on the current
@@ -763,12 +789,9 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
     // a0 = [2kk][0..1], a1 = [2kk][2..3], a2 = [2kk+1][0..1], a3 = [2kk+1][2..3].
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
-      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
-                              pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                              pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+      uint32_t pa[4], da[4];
+      p_fragment<T, BM>(pa, s, kk);
+      p_fragment<T, BM>(da, dp, kk);
 #pragma unroll
       for (int dt = 0; dt < DW / 16; ++dt) {
         uint32_t gb[4], qb[4];
@@ -939,9 +962,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd
     // dQ += dS K: A = dS from the dP accumulators (key tiles 2kk, 2kk+1), K via .trans
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
-                              pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                              pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+      uint32_t da[4];
+      p_fragment<T, BN>(da, dp, kk);
 #pragma unroll
       for (int dt = 0; dt < D / 16; ++dt) {
         uint32_t kb[4];
@@ -1037,6 +1059,236 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool row
 }
 
 }  // namespace fa2
+
+// ---------------------------------------------------------------------------
+// WGMMA forward (Hopper, sm_90a): FlashAttention-3's structure without its
+// intra-warpgroup overlap. A block is 3 warpgroups over 128 query rows of one
+// (b, h): a producer whose one thread issues TMA copies (Q once, then K and V
+// tiles of kBN keys into a kStages ring, 128-byte swizzled, zero-filled past
+// seqlen and head_dim), and two consumers of 64 rows each that run, per tile,
+//   S = Q K^T   wgmma_ss m64 n=kBN, Q and K k-major from shared memory
+//   softmax     the mma.sync kernel's tile_logits / softmax_step on the same
+//               fragments (wgmma's m64 accumulators are four warps' m16 ones)
+//   O += P V    wgmma_rs m64 n=D, P from registers (p_fragment), V n-major
+//               (transpose bit) as it lies, [key][d] in 64-column boxes
+// and hand the stage back (mbarrier `empty`) once the P V wgmma has read it.
+// The two consumers interleave on the SM: one's softmax runs under the
+// other's wgmma. Registers: the producer gives its own away (setmaxnreg 24 /
+// 240): O is D/2 floats a thread and S kBN/2.
+namespace fa3 {
+using namespace fa2;
+
+constexpr int kBM = 128, kStages = 2, kThreads3 = 384;
+template <int D> constexpr int kBN = D <= 128 ? 128 : 64;  // keys a tile
+// Shared memory: Q [D/64 boxes][128 rows][64], each stage K and V [D/64][kBN][64], + 1 KiB to align
+//   D = 64: 81 KiB, D = 128: 161 KiB, D = 256: 193 KiB
+template <int D> constexpr size_t kSmem = size_t(kBM + 2 * kStages * kBN<D>) * D * 2 + 1024;
+
+// Element (row r, column c) of a [rows][D] tile stored as 64-column boxes
+// with the 128-byte swizzle TMA writes: 16-byte chunk j of row r at j ^ (r % 8).
+template <int kRows>
+__device__ __forceinline__ int swizzled(int r, int c) {
+  return (c / 64) * kRows * 64 + r * 64 + (((c % 64) / 8) ^ (r % 8)) * 8 + c % 8;
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads3, 1)
+attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                       const __grid_constant__ CUtensorMap tv, const Fwd<T> a, int64_t q_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BN = kBN<D>, kBoxes = D / 64;
+  extern __shared__ unsigned char smem_raw[];
+  // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
+  T* sq = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* skv = sq + kBM * D;  // stage s: K at skv + 2 s BN D, V right after
+  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages];
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBM;
+  const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
+  const int64_t last = min(m0 + kBM, a.seqlen_q) - 1;
+  const AttentionMask& mask = a.mask;
+  const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
+  const int tiles = kv_lo < kv_hi ? int((kv_hi - kv_lo + BN - 1) / BN) : 0;
+
+  if (threadIdx.x == 0) {
+    mbar_init(&q_full, 1);
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 2);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    setmaxnreg_dec<24>();
+    if (tid == 0 && tiles > 0) {
+      mbar_expect_bytes(&q_full, kBM * D * sizeof(T));
+#pragma unroll
+      for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, int(m0), int(h), int(b), &q_full);
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+        mbar_expect_bytes(&full[s], 2 * BN * D * sizeof(T));
+        T* sk = skv + 2 * s * BN * D;
+        const int n0 = int(kv_lo) + t * BN;
+#pragma unroll
+        for (int x = 0; x < kBoxes; ++x) {
+          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), int(b), &full[s]);
+          tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), int(b), &full[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<240>();
+  const int c = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int64_t c0 = m0 + 64 * c, wrow = c0 + 16 * warp;  // the consumer's and the warp's first rows
+  const int64_t wlast = min(wrow + 15, last);
+  // The consumer's band skips whole tiles (wgmma is warpgroup-wide); a warp's
+  // own rows are masked per element where the tile crosses their band's edge.
+  const bool c_live = c0 <= last;
+  const int64_t c_lo = c_live ? mask.lo(c0) : 0, c_hi = c_live ? mask.hi(min(c0 + 63, last)) : 0;
+  const int64_t w_max_lo = mask.lo(wlast), w_min_hi = mask.hi(wrow);
+  const int64_t row_lo[2] = {mask.lo(wrow + g), mask.lo(wrow + g + 8)};
+  const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
+
+  float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  if (tiles > 0) mbar_wait(&q_full, 0);
+  const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kStages;
+    const int64_t n0 = kv_lo + int64_t(t) * BN;
+    mbar_wait(&full[s], (t / kStages) & 1);
+    if (c_live && n0 < c_hi && n0 + BN > c_lo) {
+      const T* sk = skv + 2 * s * BN * D;
+      const T* sv = sk + BN * D;
+      float sacc[BN / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)  // 16 columns of box kk / 4
+        wgmma_ss<T, BN, false, false>(reinterpret_cast<float(&)[BN / 2]>(sacc),
+                                      wgmma_desc(q_rows + (kk / 4) * kBM * 64 + kk % 4 * 16),
+                                      wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
+
+      tile_logits<BN>(sacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
+      softmax_step<BN>(sacc, acc, m, l);
+
+      uint32_t pa[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T, BN>(pa[kk], sacc, kk);
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)  // keys 16kk.. are rows 16kk.. of every V box
+        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), pa[kk],
+                             wgmma_desc_mn(sv + kk * 16 * 64, BN * 64 * sizeof(T)));
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+    }
+    if (tid == 0) mbar_arrive(&empty[s]);  // this consumer's reads of stage s are complete
+  }
+
+  // O = acc / l through this warp's own 16 rows of the Q tile (its reads of
+  // them ended with the last wgmma), then 16-byte stores.
+  float inv[2], row_lse[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) inv[r] = finish_row(m[r], l[r], row_lse[r]);
+  const int rw = 64 * c + 16 * warp;  // the warp's first row in the tile
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(sq + swizzled<kBM>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
+          pack2<T>(acc[nt][2 * r] * inv[r], acc[nt][2 * r + 1] * inv[r]);
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (D / 8); i += 32) {
+    const int r = i / (D / 8), col = i % (D / 8) * 8;
+    if (wrow + r <= last && col < a.head_dim)
+      *reinterpret_cast<uint4*>(at(a.o, a.os, b, wrow + r, h) + col) =
+          *reinterpret_cast<const uint4*>(sq + swizzled<kBM>(rw + r, col));
+  }
+  if (qd == 0)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      if (wrow + g + 8 * r <= last) a.lse[bh * a.seqlen_q + wrow + g + 8 * r] = row_lse[r];
+#endif
+}
+
+// q, k or v as a 4-D TMA map (head_dim, rows, heads, batch) in [box_rows][64]
+// boxes; false when the driver refuses it (AUTO then runs mma). A size-1
+// dimension's stride is never stepped: any legal value stands in for it.
+template <class T>
+bool tensor_map(CUtensorMap* map, const T* x, const int64_t (&s)[3], int64_t rows, int64_t heads, int64_t batch,
+                int64_t head_dim, int box_rows) {
+  const int64_t row = rows > 1 ? s[1] : head_dim, head = heads > 1 ? s[2] : row * rows,
+                bat = batch > 1 ? s[0] : head * heads;
+  const cuuint64_t dims[4] = {cuuint64_t(head_dim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(row) * sizeof(T), cuuint64_t(head) * sizeof(T),
+                                 cuuint64_t(bat) * sizeof(T)};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
+  return tma_encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                       4, const_cast<T*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Whether the current device runs the kernel: sm_90, an sm_90a cubin in this
+// build (elsewhere its body is compiled out), and the driver's encoder.
+template <class T>
+bool device_ok() {
+  static std::atomic<int8_t> known[64];  // 0 not asked yet, 1 yes, -1 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  int8_t v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    cudaFuncAttributes attr{};
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    major == 9 && cudaFuncGetAttributes(&attr, attention_wgmma_kernel<T, 128>) == cudaSuccess &&
+                    attr.binaryVersion == 90 && tma_encoder() != nullptr;
+    known[dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// Why the wgmma kernel cannot run this problem (beyond fa2::blocker's rules,
+// which it shares), or nullptr when it can.
+template <class T>
+const char* blocker(const tc_flash_attention_params* p) {
+  if (!device_ok<T>()) return "an sm_90 device and a build with sm_90a";
+  if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX)
+    return "sizes below 2^31 (TMA coordinates are 32-bit)";
+  const size_t smem = p->head_dim <= 64 ? kSmem<64> : p->head_dim <= 128 ? kSmem<128> : kSmem<256>;
+  if (size_t(smem_optin()) < smem) return "more shared memory per block than this device allows";
+  return nullptr;
+}
+
+// Launches the kernel, or returns `why` set when a tensor map cannot be made.
+template <class T, int D>
+tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const char** why) {
+  CUtensorMap tq, tk, tv;
+  const int64_t heads_kv = a.heads_q / a.group;
+  if (!tensor_map(&tq, a.q, a.qs, a.seqlen_q, a.heads_q, a.batch, a.head_dim, kBM) ||
+      !tensor_map(&tk, a.k, a.ks, a.seqlen_k, heads_kv, a.batch, a.head_dim, kBN<D>) ||
+      !tensor_map(&tv, a.v, a.vs, a.seqlen_k, heads_kv, a.batch, a.head_dim, kBN<D>)) {
+    *why = "q, k and v that TMA can describe";
+    return TC_OK;
+  }
+  auto kernel = attention_wgmma_kernel<T, D>;
+  static std::atomic<uint64_t> smem_set{0};
+  TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmem<D>, smem_set));
+  const int64_t q_tiles = (a.seqlen_q + kBM - 1) / kBM, blocks = a.batch * a.heads_q * q_tiles;
+  TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d query rows are too many for one launch", op,
+             (long long)blocks, kBM);
+  kernel<<<unsigned(blocks), kThreads3, kSmem<D>, stream>>>(tq, tk, tv, a, q_tiles);
+  return check_launch(op);
+}
+}  // namespace fa3
 
 // ---------------------------------------------------------------------------
 // NAIVE backward
@@ -1193,9 +1445,20 @@ tc_status tc_flash_attention_cuda(const tc_flash_attention_params* p) {
     // head_dim 0 has no product to multiply, only lse (= log of the visible
     // key count): the naive kernel writes it without touching q, k or v.
     const char* why = p->head_dim == 0 ? nullptr : fa2::blocker<T>(p);
-    TC_REQUIRE(!why || p->algo != TC_ATTENTION_MMA, "%s: algo 2 (mma) needs %s (dtype %d, head_dim %lld)", op, why,
-               int(p->dtype), (long long)p->head_dim);
+    TC_REQUIRE(!why || p->algo < TC_ATTENTION_MMA, "%s: algo %d (%s) needs %s (dtype %d, head_dim %lld)", op,
+               int(p->algo), p->algo == TC_ATTENTION_MMA ? "mma" : "wgmma", why, int(p->dtype),
+               (long long)p->head_dim);
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      if (!why && p->head_dim > 0 && (p->algo == TC_ATTENTION_AUTO || p->algo == TC_ATTENTION_WGMMA)) {
+        const char* no = fa3::blocker<T>(p);
+        if (!no) {
+          tc_status s = p->head_dim <= 64    ? fa3::launch<T, 64>(op, a, stream, &no)
+                        : p->head_dim <= 128 ? fa3::launch<T, 128>(op, a, stream, &no)
+                                             : fa3::launch<T, 256>(op, a, stream, &no);
+          if (s != TC_OK || !no) return s;
+        }
+        TC_REQUIRE(p->algo != TC_ATTENTION_WGMMA, "%s: algo 3 (wgmma) needs %s", op, no);
+      }
       if (!why && p->head_dim > 0 && p->algo != TC_ATTENTION_NAIVE) {
         if (p->head_dim <= 64) return fa2::launch<T, 64>(op, a, stream);
         if (p->head_dim <= 128) return fa2::launch<T, 128>(op, a, stream);
@@ -1223,8 +1486,9 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const char* why = fa2::bwd_blocker<T>(p);
-    TC_REQUIRE(!why || p->algo != TC_ATTENTION_MMA, "%s: algo 2 (mma) needs %s (dtype %d, head_dim %lld)", op, why,
-               int(p->dtype), (long long)p->head_dim);
+    // WGMMA is the forward's; its backward runs MMA
+    TC_REQUIRE(!why || p->algo < TC_ATTENTION_MMA, "%s: algo %d (mma) needs %s (dtype %d, head_dim %lld)", op,
+               int(p->algo), why, int(p->dtype), (long long)p->head_dim);
     TC_REQUIRE(!why || p->head_dim <= kMaxNaiveDim, "%s: head_dim must be <= %d on CUDA, got %lld", op,
                kMaxNaiveDim, (long long)p->head_dim);
     const Bwd<T> a = Bwd<T>::of(p);

@@ -44,9 +44,6 @@
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <atomic>
 
 namespace {
@@ -703,7 +700,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       const T* b_tile = sb + s * kBTile;
 #pragma unroll
       for (int kk = 0; kk < BK; kk += 16)
-        wgmma_64x256<T, kTA, kTB>(d, tile_desc<kTA>(a_tile, kk), tile_desc<kTB>(b_tile, kk));
+        wgmma_ss<T, 256, kTA, kTB>(d, tile_desc<kTA>(a_tile, kk), tile_desc<kTB>(b_tile, kk));
       wgmma_commit();
       wgmma_wait<1>();
       wgmma_pin(d);
@@ -717,20 +714,6 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     store_tile(d, staged, at.m0 + c * 64, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, C + z_off, c, tid);
   }
 #endif
-}
-
-// The driver's tensor-map encoder, found through the runtime (no -lcuda).
-inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
 }
 
 // How TMA can read X(z, i, k) = X[z*sz + i*si + k*sk]: k-major (unit stride
@@ -758,7 +741,7 @@ bool tensor_map(CUtensorMap* map, const T* X, Major mj, int64_t rows, int64_t K,
   const cuuint64_t dims[3] = {cuuint64_t(inner_extent), cuuint64_t(outer_extent), cuuint64_t(batch)};
   const cuuint64_t strides[2] = {cuuint64_t(outer) * sizeof(T), cuuint64_t(sz) * sizeof(T)};
   const cuuint32_t box[3] = {cuuint32_t(mn ? kBox : BK), cuuint32_t(mn ? BK : box_rows), 1}, unit[3] = {1, 1, 1};
-  return encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+  return tma_encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                    3, const_cast<T*>(X), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -808,7 +791,7 @@ bool device_ok(int* dev) {
     cudaFuncAttributes attr{};
     const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *dev) == cudaSuccess &&
                     major == 9 && cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T, false, false>) == cudaSuccess &&
-                    attr.binaryVersion == 90 && encoder() != nullptr;
+                    attr.binaryVersion == 90 && tma_encoder() != nullptr;
     known[*dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
   }
   return v == 1;

@@ -81,8 +81,8 @@ tc_status flash_attention_check_common(const char* op, const P* p) {
   TC_REQUIRE(std::isfinite(p->scale), "%s: scale must be finite", op);
   TC_REQUIRE(p->softcap >= 0 && std::isfinite(p->softcap), "%s: softcap must be >= 0 and finite, got %g", op,
              p->softcap);
-  TC_REQUIRE(p->algo >= TC_ATTENTION_AUTO && p->algo <= TC_ATTENTION_MMA,
-             "%s: algo must be 0 (auto), 1 (naive) or 2 (mma), got %d", op, int(p->algo));
+  TC_REQUIRE(p->algo >= TC_ATTENTION_AUTO && p->algo <= TC_ATTENTION_WGMMA,
+             "%s: algo must be 0 (auto), 1 (naive), 2 (mma) or 3 (wgmma), got %d", op, int(p->algo));
   for (int d = 0; d < 3; ++d)
     TC_REQUIRE(p->q_stride[d] >= 0 && p->k_stride[d] >= 0 && p->v_stride[d] >= 0 && p->o_stride[d] >= 0,
                "%s: negative stride", op);

@@ -39,8 +39,8 @@ void strides(const at::Tensor& t, int64_t (&s)[3]) {
 }
 
 tc_attention_algo algo_of(const char* op, int64_t algo) {
-  TC_CHECK(algo >= TC_ATTENTION_AUTO && algo <= TC_ATTENTION_MMA, op,
-           "algo must be 0 (auto), 1 (naive) or 2 (mma), got %lld", (long long)algo);
+  TC_CHECK(algo >= TC_ATTENTION_AUTO && algo <= TC_ATTENTION_WGMMA, op,
+           "algo must be 0 (auto), 1 (naive), 2 (mma) or 3 (wgmma), got %lld", (long long)algo);
   return tc_attention_algo(algo);
 }
 

@@ -32,11 +32,14 @@
 /* The CUDA variants, kept so a reader can measure each step
  * (tinycuda bench flash_attention --impls variants). The CPU ignores this. */
 typedef enum {
-  TC_ATTENTION_AUTO = 0,  /* MMA where it runs, else NAIVE */
+  TC_ATTENTION_AUTO = 0,  /* WGMMA where it runs, else MMA, else NAIVE */
   TC_ATTENTION_NAIVE = 1, /* one warp per query (key) row, scalar loads, online softmax; any dtype, head_dim */
-  TC_ATTENTION_MMA = 2    /* FlashAttention-2 on mma.sync, 16 query (key) rows per warp, tiles through a
+  TC_ATTENTION_MMA = 2,   /* FlashAttention-2 on mma.sync, 16 query (key) rows per warp, tiles through a
                              cp.async pipeline; fp16/bf16, head_dim % 8 == 0 and <= 256, 16-byte aligned
                              rows and strides that are multiples of 8 */
+  TC_ATTENTION_WGMMA = 3  /* Hopper (sm_90a): TMA-fed K/V ring, a producer and two consumer warpgroups of 64
+                             query rows on wgmma; the MMA rules plus an sm_90 device (forward; the backward
+                             runs MMA) */
 } tc_attention_algo;
 
 typedef struct {
