@@ -119,7 +119,7 @@ def test_flash_attention_backward_mma_refusals():
     with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo 2 \(mma\) needs fp16 or bf16"):
         torch.ops.tinycuda.flash_attention_backward(*args, algo=2)
     with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo must be 0 \(auto\), 1"):
-        torch.ops.tinycuda.flash_attention_backward(*args, algo=3)
+        torch.ops.tinycuda.flash_attention_backward(*args, algo=4)
     half = [t.half() if isinstance(t, torch.Tensor) and t.dim() == 4 else t for t in args]
     half[0] = torch.randn(8 * 64 + 1, device="cuda").half()[1:].view(1, 8, 1, 64)  # grad_out off the 16-byte grid
     with pytest.raises(RuntimeError, match=r"flash_attention_backward: algo 2 \(mma\) needs 16-byte aligned"):
