@@ -332,14 +332,13 @@ __device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logi
   }
 }
 
-// The online softmax, row by row: the max over the quad, l rescaled by
-// corr = exp(m_old - m_new) (the caller rescales O by it: the wgmma kernel
-// does so only once the P V product still running into O has finished), and
-// s becomes P = exp(s - m_new). A row with every logit -inf so far has
-// m = -inf; it exponentiates against 0 instead (FA2), so P = exp(-inf) = 0
-// and corr = exp(-inf - 0) = 0, never exp(-inf + inf).
-template <int BN>
-__device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&m)[2], float (&l)[2], float (&corr)[2]) {
+// The online softmax, row by row: the max over the quad, acc and l rescaled
+// by exp(m_old - m_new), s becomes P = exp(s - m_new). A row with every logit
+// -inf so far has m = -inf; it exponentiates against 0 instead (FA2), so P =
+// exp(-inf) = 0 and the rescale exp(-inf - 0) = 0, never exp(-inf + inf).
+template <int BN, int DT>
+__device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&acc)[DT][4], float (&m)[2],
+                                             float (&l)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -347,9 +346,11 @@ __device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&m)[2
     for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
     mx = quad_reduce(mx, Max{});
     const float base = mx == -INFINITY ? 0.f : mx * kLog2e;
-    corr[r] = exp2_approx(m[r] * kLog2e - base);
+    const float corr = exp2_approx(m[r] * kLog2e - base);
     m[r] = mx;
-    l[r] *= corr[r];
+    l[r] *= corr;
+#pragma unroll
+    for (int nt = 0; nt < DT; ++nt) acc[nt][2 * r] *= corr, acc[nt][2 * r + 1] *= corr;
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
@@ -358,13 +359,6 @@ __device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&m)[2
         l[r] += s[nt][e];
       }
   }
-}
-template <int DT>
-__device__ __forceinline__ void rescale(float (&acc)[DT][4], const float (&corr)[2]) {
-#pragma unroll
-  for (int nt = 0; nt < DT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] *= corr[e >> 1];
 }
 
 // The A fragment of k16 step kk (keys 16kk..16kk+15) of P V is the D
@@ -500,9 +494,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
     }
 
     tile_logits<BN>(s, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
-    float corr[2];
-    softmax_step<BN>(s, m, l, corr);
-    rescale(acc, corr);
+    softmax_step<BN>(s, acc, m, l);
 
     // O += P V, P straight from the accumulators (p_fragment)
 #pragma unroll
@@ -1075,31 +1067,27 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool row
 
 // ---------------------------------------------------------------------------
 // WGMMA forward (Hopper, sm_90a): FlashAttention-3's structure without its
-// ping-pong between consumers. A block is 3 warpgroups over 128 query rows of
-// one (b, h): a producer whose one thread issues TMA copies (Q once, then K
-// and V tiles of kBN keys into a kStages ring, 128-byte swizzled, zero-filled
-// past seqlen and head_dim), and two consumers of 64 rows each that run, per tile,
+// intra-warpgroup overlap. A block is 3 warpgroups over 128 query rows of one
+// (b, h): a producer whose one thread issues TMA copies (Q once, then K and V
+// tiles of kBN keys into a kStages ring, 128-byte swizzled, zero-filled past
+// seqlen and head_dim), and two consumers of 64 rows each that run, per tile,
 //   S = Q K^T   wgmma_ss m64 n=kBN, Q and K k-major from shared memory
 //   softmax     the mma.sync kernel's tile_logits / softmax_step on the same
 //               fragments (wgmma's m64 accumulators are four warps' m16 ones)
 //   O += P V    wgmma_rs m64 n=D, P from registers (p_fragment), V n-major
 //               (transpose bit) as it lies, [key][d] in 64-column boxes
 // and hand the stage back (mbarrier `empty`) once the P V wgmma has read it.
-// Tile t's Q K^T is issued with tile t-1's P V, so that t's softmax runs
-// while the tensor cores finish P V (FA3's intra-warpgroup overlap; O is
-// rescaled after). Registers: the producer gives its own away (setmaxnreg
-// 24 / 240): O is D/2 floats a thread, S kBN/2 and P kBN/4.
+// The two consumers interleave on the SM: one's softmax runs under the
+// other's wgmma. Registers: the producer gives its own away (setmaxnreg 24 /
+// 240): O is D/2 floats a thread and S kBN/2.
 namespace fa3 {
 using namespace fa2;
 
-constexpr int kBM = 128, kThreads3 = 384;
+constexpr int kBM = 128, kStages = 2, kThreads3 = 384;
 template <int D> constexpr int kBN = D <= 128 ? 128 : 64;  // keys a tile
-// A stage is released only once P V has read it, mid-way through the next
-// tile, so a third stage gives the producer a tile of slack where it fits.
-template <int D> constexpr int kStages = D <= 128 ? 3 : 2;
 // Shared memory: Q [D/64 boxes][128 rows][64], each stage K and V [D/64][kBN][64], + 1 KiB to align
-//   D = 64: 113 KiB, D = 128: 225 KiB, D = 256: 193 KiB
-template <int D> constexpr size_t kSmem = size_t(kBM + 2 * kStages<D> * kBN<D>) * D * 2 + 1024;
+//   D = 64: 81 KiB, D = 128: 161 KiB, D = 256: 193 KiB
+template <int D> constexpr size_t kSmem = size_t(kBM + 2 * kStages * kBN<D>) * D * 2 + 1024;
 
 // Element (row r, column c) of a [rows][D] tile stored as 64-column boxes
 // with the 128-byte swizzle TMA writes: 16-byte chunk j of row r at j ^ (r % 8).
@@ -1118,7 +1106,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
   T* sq = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* skv = sq + kBM * D;  // stage s: K at skv + 2 s BN D, V right after
-  __shared__ __align__(8) uint64_t q_full, full[kStages<D>], empty[kStages<D>];
+  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages];
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBM;
@@ -1130,7 +1118,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
 
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
-    for (int s = 0; s < kStages<D>; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 2);
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 2);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
   }
   __syncthreads();
@@ -1142,8 +1130,8 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
 #pragma unroll
       for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, int(m0), int(h), int(b), &q_full);
       for (int t = 0; t < tiles; ++t) {
-        const int s = t % kStages<D>;
-        if (t >= kStages<D>) mbar_wait(&empty[s], (t / kStages<D> - 1) & 1);
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
         mbar_expect_bytes(&full[s], 2 * BN * D * sizeof(T));
         T* sk = skv + 2 * s * BN * D;
         const int n0 = int(kv_lo) + t * BN;
@@ -1169,77 +1157,45 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   const int64_t row_lo[2] = {mask.lo(wrow + g), mask.lo(wrow + g + 8)};
   const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
 
-  // The consumer's tiles [t0, t1) (its band; the others it only hands back).
-  int t0 = tiles, t1 = tiles;
-  if (c_live && c_lo < c_hi) t0 = int((c_lo - kv_lo) / BN), t1 = int((c_hi - kv_lo + BN - 1) / BN);
-  auto wait_full = [&](int t) { mbar_wait(&full[t % kStages<D>], (t / kStages<D>) & 1); };
-  auto release = [&](int t) {  // this consumer's reads of tile t's stage are complete
-    if (tid == 0) mbar_arrive(&empty[t % kStages<D>]);
-  };
-  auto k_tile = [&](int t) { return skv + 2 * (t % kStages<D>) * BN * D; };
-
-  float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, corr[2];
-  float sacc[BN / 8][4];
-  uint32_t pa[BN / 16][4];
-  const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
-  auto issue_s = [&](int t) {  // S = Q K_t^T
-    const T* sk = k_tile(t);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)  // 16 columns of box kk / 4
-      wgmma_ss<T, BN, false, false>(reinterpret_cast<float(&)[BN / 2]>(sacc),
-                                    wgmma_desc(q_rows + (kk / 4) * kBM * 64 + kk % 4 * 16),
-                                    wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
-    wgmma_commit();
-  };
-  auto issue_pv = [&](int t) {  // O += P V_t, keys 16kk.. being rows 16kk.. of every V box
-    const T* sv = k_tile(t) + BN * D;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), pa[kk],
-                           wgmma_desc_mn(sv + kk * 16 * 64, BN * 64 * sizeof(T)));
-    wgmma_commit();
-  };
-  auto softmax = [&](int t) {  // sacc becomes P; corr for O
-    const int64_t n0 = kv_lo + int64_t(t) * BN;
-    wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
-    tile_logits<BN>(sacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
-    softmax_step<BN>(sacc, m, l, corr);
-  };
-  auto pack_p = [&] {
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T, BN>(pa[kk], sacc, kk);
-  };
-
+  float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   if (tiles > 0) mbar_wait(&q_full, 0);
-  for (int t = 0; t < t0; ++t) wait_full(t), release(t);
-  if (t0 < t1) {
-    wait_full(t0);
-    issue_s(t0);
-    wgmma_wait<0>();
-    softmax(t0);  // O is 0 still: nothing to rescale
-    pack_p();
-    // FA3's intra-warpgroup overlap: tile t's Q K^T and tile t-1's P V are
-    // issued together, and t's softmax runs while P V still does.
-    for (int t = t0 + 1; t < t1; ++t) {
-      wait_full(t);
-      issue_s(t);
-      issue_pv(t - 1);
-      wgmma_wait<1>();  // S_t is in; P V_{t-1} may still run (it reads pa, not sacc)
-      softmax(t);
+  const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kStages;
+    const int64_t n0 = kv_lo + int64_t(t) * BN;
+    mbar_wait(&full[s], (t / kStages) & 1);
+    if (c_live && n0 < c_hi && n0 + BN > c_lo) {
+      const T* sk = skv + 2 * s * BN * D;
+      const T* sv = sk + BN * D;
+      float sacc[BN / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)  // 16 columns of box kk / 4
+        wgmma_ss<T, BN, false, false>(reinterpret_cast<float(&)[BN / 2]>(sacc),
+                                      wgmma_desc(q_rows + (kk / 4) * kBM * 64 + kk % 4 * 16),
+                                      wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
+
+      tile_logits<BN>(sacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
+      softmax_step<BN>(sacc, acc, m, l);
+
+      uint32_t pa[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T, BN>(pa[kk], sacc, kk);
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)  // keys 16kk.. are rows 16kk.. of every V box
+        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), pa[kk],
+                             wgmma_desc_mn(sv + kk * 16 * 64, BN * 64 * sizeof(T)));
+      wgmma_commit();
       wgmma_wait<0>();
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
-      release(t - 1);
-      rescale(acc, corr);
-      pack_p();
     }
-    issue_pv(t1 - 1);
-    wgmma_wait<0>();
-    wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
-    release(t1 - 1);
+    if (tid == 0) mbar_arrive(&empty[s]);  // this consumer's reads of stage s are complete
   }
-  for (int t = t1; t < tiles; ++t) wait_full(t), release(t);
 
   // O = acc / l through this warp's own 16 rows of the Q tile (its reads of
   // them ended with the last wgmma), then 16-byte stores.
