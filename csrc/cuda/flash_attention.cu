@@ -1160,11 +1160,25 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   if (tiles > 0) mbar_wait(&q_full, 0);
   const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
+  // Ping-pong (FA3): the consumers take turns issuing Q K^T, so that one's
+  // softmax lines up with the other's matmuls. Named barrier 1 + c is this
+  // consumer's turn: its 128 threads sync there, and the other consumer
+  // arrives there once it has issued its own Q K^T. Both walk every tile,
+  // skipped ones too, so the syncs and arrivals pair up; consumer 0 goes
+  // first, and consumer 1 leaves out its last arrival, which nobody awaits.
+  auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
+  auto your_turn = [&](int t) {
+    if (c == 0 || t + 1 < tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+  };
+  if (c == 1 && tiles > 0) your_turn(-1);
   for (int t = 0; t < tiles; ++t) {
     const int s = t % kStages;
     const int64_t n0 = kv_lo + int64_t(t) * BN;
     mbar_wait(&full[s], (t / kStages) & 1);
-    if (c_live && n0 < c_hi && n0 + BN > c_lo) {
+    my_turn();
+    if (!(c_live && n0 < c_hi && n0 + BN > c_lo)) {
+      your_turn(t);
+    } else {
       const T* sk = skv + 2 * s * BN * D;
       const T* sv = sk + BN * D;
       float sacc[BN / 8][4];
@@ -1175,6 +1189,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
                                       wgmma_desc(q_rows + (kk / 4) * kBM * 64 + kk % 4 * 16),
                                       wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
       wgmma_commit();
+      your_turn(t);
       wgmma_wait<0>();
       wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
 
