@@ -60,9 +60,10 @@
 //         blocks, FA2's shape at D = 128) would feed 4.
 //  WGMMA  Hopper (sm_90a; the MMA rules plus TMA's): 128 query rows a block,
 //         a TMA producer warpgroup and two wgmma consumers (the fa3 section
-//         below). Same shape as above: D = 64: 318 (causal 256), D = 128: 549
-//         at 4 x 32 heads (causal 441), D = 256: 597 TFLOP/s; cuDNN in the
-//         same run 462 / 669 (599) / 724.
+//         below). Same shape as above: D = 64: 333 (causal 292), D = 128: 548
+//         at 4 x 32 heads (causal 500), D = 256: 609 TFLOP/s; cuDNN measured
+//         the same way 462 / 669 (599) / 724. Without the consumers' ping-pong:
+//         318 (256), 549 (441), 597.
 //
 // Backward (NAIVE, every dtype, D <= 512), from the saved O and lse:
 //  delta  D_i = <dO_i, O_i> into the workspace, a warp per (b, h, i).
@@ -1066,8 +1067,9 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool row
 }  // namespace fa2
 
 // ---------------------------------------------------------------------------
-// WGMMA forward (Hopper, sm_90a): FlashAttention-3's structure without its
-// intra-warpgroup overlap. A block is 3 warpgroups over 128 query rows of one
+// WGMMA forward (Hopper, sm_90a): FlashAttention-3's structure with its
+// ping-pong between consumers but without its intra-warpgroup overlap (tried:
+// slower, docs/BENCHMARKS.md). A block is 3 warpgroups over 128 query rows of one
 // (b, h): a producer whose one thread issues TMA copies (Q once, then K and V
 // tiles of kBN keys into a kStages ring, 128-byte swizzled, zero-filled past
 // seqlen and head_dim), and two consumers of 64 rows each that run, per tile,
@@ -1077,8 +1079,9 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool row
 //   O += P V    wgmma_rs m64 n=D, P from registers (p_fragment), V n-major
 //               (transpose bit) as it lies, [key][d] in 64-column boxes
 // and hand the stage back (mbarrier `empty`) once the P V wgmma has read it.
-// The two consumers interleave on the SM: one's softmax runs under the
-// other's wgmma. Registers: the producer gives its own away (setmaxnreg 24 /
+// The two consumers take turns issuing Q K^T, so one's softmax runs under the
+// other's wgmma (causal D = 128: 500 against 441 TFLOP/s left to the
+// scheduler). Registers: the producer gives its own away (setmaxnreg 24 /
 // 240): O is D/2 floats a thread and S kBN/2.
 namespace fa3 {
 using namespace fa2;
