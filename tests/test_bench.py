@@ -49,3 +49,18 @@ def test_baseline_comparison_flags_only_slower_tinycuda_cases(tmp_path, capsys):
     assert main(["bench", "relu", "--shapes", "small", "--modes", "fwd", "--reps", "20",
                  "--baseline", str(fast)]) == 1
     assert "SLOWER relu" in capsys.readouterr().out
+
+
+def test_grad_out_is_the_same_whatever_the_output_layout():
+    """Two implementations of one function get the same grad_out even when
+    one returns a transposed view (as SDPA's does), so their gradients compare."""
+    import torch
+
+    from tinycuda.bench import _runner
+
+    x = torch.randn(3, 5)
+    grads = []
+    for fn in (lambda t: t * 2, lambda t: (t.t() * 2).contiguous().t()):
+        torch.manual_seed(1)
+        grads.append(_runner(fn, [x], "fwd+bwd")()[0])
+    assert torch.equal(*grads)

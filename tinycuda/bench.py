@@ -131,12 +131,17 @@ def _runner(fn, inputs, mode, loss=False):
     leaves = [t.detach().requires_grad_(t.is_floating_point()) if isinstance(t, torch.Tensor) else t
               for t in inputs]
     wrt = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+    # grad_out by shape, not randn_like: that follows the output's strides, so
+    # two implementations whose outputs are laid out differently (SDPA's, a
+    # transposed view here) would get different gradients
+    def grad_out(out):
+        return torch.ones_like(out) if loss else torch.randn(out.shape, dtype=out.dtype, device=out.device)
+
     if mode == "bwd":
         out = fn(*leaves)
-        g = torch.ones_like(out) if loss else torch.randn_like(out)
+        g = grad_out(out)
         return lambda: torch.autograd.grad(out, wrt, g, retain_graph=True)
-    out = fn(*inputs).detach()
-    g = torch.ones_like(out) if loss else torch.randn_like(out)
+    g = grad_out(fn(*inputs).detach())
     return lambda: torch.autograd.grad(fn(*leaves), wrt, g)
 
 

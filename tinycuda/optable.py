@@ -988,6 +988,27 @@ def _attention_flops(shape, mode, s):
     return "TFLOP/s", {"fwd": 4, "bwd": 10, "fwd+bwd": 14}[mode] * b * h * n * n * d
 
 
+def _causal_bench(sh, dt, dev):
+    """scaled_dot_product_attention's arguments on [B, H, S, D]: attn_mask None, dropout 0, is_causal."""
+    b, h, s, d = sh
+    return [randn((b, h, s, d), dev, dt) for _ in range(3)] + [None, 0.0, True]
+
+
+def _causal_flops(shape, mode, s):
+    """Half of _attention_flops: a causal mask skips the upper triangle (FlashAttention's count)."""
+    unit, flops = _attention_flops(shape, mode, s)
+    return unit, flops // 2
+
+
+def _sdpa_on(backend):
+    """F.scaled_dot_product_attention on one of torch's backends."""
+    def run(*args):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return F.scaled_dot_product_attention(*args)
+    return run
+
+
 def _sdpa_bshd(backend=None):
     """torch's SDPA on [B, S, H, D] tensors (transposed views), on one backend or torch's pick."""
     def run(q, k, v):
@@ -1083,13 +1104,20 @@ OPS = [
     OpInfo("flash_attention", ops.flash_attention, _attention_ref, _flash_attention_samples, rtol=1e-4, atol=1e-4,
            grad_atol=5e-4, racecheck=True, errors=_flash_attention_errors,
            bench=Bench({"small": [(4, 16, 1024, 64)], "large": [(4, 32, 4096, 128)],
-                        "all": [(4, 32, 1024, 128), (4, 32, 4096, 64), (4, 32, 4096, 128), (2, 16, 8192, 128)],
+                        "all": [(16, 32, 512, 128), (4, 32, 1024, 128), (4, 32, 4096, 64), (4, 32, 4096, 128),
+                                (4, 16, 4096, 256), (2, 16, 8192, 128), (1, 32, 16384, 128)],
                         "cpu": [(1, 2, 256, 64)]},
                        _attention_bench, _attention_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
                        ref=_sdpa_bshd(),
                        variants={f"eager[{b.lower()}]": _sdpa_bshd(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
+    # benched causal (is_causal=True, [B, H, S, D]); flash_attention's bench is the unmasked case
     OpInfo("scaled_dot_product_attention", ops.scaled_dot_product_attention, F.scaled_dot_product_attention,
-           _sdpa_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, errors=_sdpa_errors),
+           _sdpa_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, errors=_sdpa_errors,
+           bench=Bench({"small": [(4, 16, 1024, 64)], "large": [(4, 32, 4096, 128)],
+                        "all": [(16, 32, 512, 128), (4, 32, 4096, 64), (4, 32, 4096, 128), (1, 32, 16384, 128)],
+                        "cpu": [(1, 2, 256, 64)]},
+                       _causal_bench, _causal_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
+                       variants={f"eager[{b.lower()}]": _sdpa_on(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
     OpInfo("cross_entropy", ops.cross_entropy, F.cross_entropy, _cross_entropy_samples, racecheck=True,
            backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
            bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],
