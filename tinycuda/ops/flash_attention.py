@@ -11,14 +11,20 @@ from ._fake import register_fake
 __all__ = ["flash_attention", "scaled_dot_product_attention"]
 
 
-def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0):
+def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, deterministic=False):
     """softmax(q k^T * scale) v per (batch, head): q [B, Sq, Hq, D], k and v
     [B, Sk, Hkv, D] with Hq a multiple of Hkv (grouped-query attention).
     causal: query i sees keys up to i + Sk - Sq (aligned bottom-right, as
     FlashAttention); window (left, right): only keys within that many of the
     diagonal (-1: no bound); softcap > 0: logits capped to softcap *
     tanh(logit / softcap). A query that sees no key gets zeros. scale: 1 / sqrt(D)
-    by default. (The CUDA kernels' kept variants: tinycuda.variants.)"""
+    by default. deterministic: FlashAttention's flag, accepted for its
+    signature; every backward here is deterministic (no atomics: dQ and dK/dV
+    each have one owner that adds in a fixed order), so both values give
+    bit-identical gradients run to run. (The CUDA kernels' kept variants:
+    tinycuda.variants.)"""
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"tinycuda::flash_attention: deterministic must be a bool, got {type(deterministic).__name__}")
     left, right = window
     return torch.ops.tinycuda.flash_attention(q, k, v, causal, scale, left, right, softcap)[0]
 
