@@ -814,9 +814,9 @@ def _rows_strides(shape):
     return [s * h * d, h * d, d]
 
 
-def _attention_options(dims, scale, window_left, window_right, softcap, causal, top_left):
-    if scale is None:  # the torch op's default
-        scale = 1.0 / math.sqrt(dims["head_dim"])
+def _attention_options(scale, head_dim, window_left, window_right, softcap, causal, top_left):
+    if scale is None:  # the torch op's default (head_dim > 0: _attention_dims)
+        scale = 1.0 / math.sqrt(head_dim)
     return dict(scale=scale, softcap=softcap, causal=int(causal), top_left=int(top_left), window_left=window_left,
                 window_right=window_right)
 
@@ -835,7 +835,7 @@ def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_ri
     _call(op, qv, stream, **dims, q=qv, q_stride=_rows_strides(qv.shape), k=v_["k"],
           k_stride=_rows_strides(v_["k"].shape), v=v_["v"], v_stride=_rows_strides(v_["v"].shape), o=ov,
           o_stride=_rows_strides(qv.shape), lse=lv, algo=algo,
-          **_attention_options(dims, scale, window_left, window_right, softcap, causal, top_left))
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return o, l
 
 
@@ -856,5 +856,5 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
     _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
           o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
-          **_attention_options(dims, scale, window_left, window_right, softcap, causal, top_left))
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv

@@ -1000,8 +1000,11 @@ def _causal_flops(shape, mode, s):
     return unit, flops // 2
 
 
-def _sdpa_on(backend):
-    """F.scaled_dot_product_attention on one of torch's backends."""
+def _sdpa_on(backend=None):
+    """F.scaled_dot_product_attention on one of torch's backends (None: torch's pick)."""
+    if backend is None:
+        return F.scaled_dot_product_attention
+
     def run(*args):
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(getattr(SDPBackend, backend)):
@@ -1010,14 +1013,11 @@ def _sdpa_on(backend):
 
 
 def _sdpa_bshd(backend=None):
-    """torch's SDPA on [B, S, H, D] tensors (transposed views), on one backend or torch's pick."""
+    """_sdpa_on(backend) on [B, S, H, D] tensors (transposed views)."""
+    sdpa = _sdpa_on(backend)
+
     def run(q, k, v):
-        args = [t.transpose(1, 2) for t in (q, k, v)]
-        if backend is None:
-            return F.scaled_dot_product_attention(*args).transpose(1, 2)
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        with sdpa_kernel(getattr(SDPBackend, backend)):
-            return F.scaled_dot_product_attention(*args).transpose(1, 2)
+        return sdpa(*(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
     return run
 
 

@@ -144,7 +144,7 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         b, lq, e = query.shape
         h, d = self.num_heads, self.head_dim
-        if self_attention:  # one projection: one projection, q, k, v strided views of it
+        if self_attention:  # one projection; q, k, v are strided views of it
             qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias).view(b, lq, 3, h, d)
             q, k, v = qkv.unbind(2)
         else:
