@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import HAS_CUDA, check_op, requires_cuda
 from tinycuda import ops, variants
-from tinycuda.optable import _attention_ref
+from tinycuda.optable import _attention_ref, varlen
 
 pytestmark = pytest.mark.racecheck
 
@@ -61,6 +61,35 @@ def test_flash_attention_cuda_variants(dtype, variant, head_dim, case):
         return
     check_op(lambda q, k, v: fn(q, k, v, **args), lambda q, k, v: _attention_ref(q, k, v, **kw), [q, k, v],
              rtol32=1e-4, atol32=1e-4, grad_atol32=5e-4)
+
+
+# Packed batches (lengths of q, of k, heads_q, heads_kv, options): lengths 0 and 1, tiles (64, 128 rows)
+# crossed and filled exactly, q longer and shorter than k.
+VARLEN_CASES = [
+    ((1, 130, 0, 257, 64), (5, 129, 3, 300, 64), 4, 2, {"causal": True}),
+    ((200, 7, 128), (180, 7, 129), 2, 2, {"window": (40, 8), "softcap": 2.0}),
+    ((33, 300), (300, 33), 8, 1, {}),
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("variant", variants.names("flash_attention"))
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
+@pytest.mark.parametrize("case", VARLEN_CASES, ids=lambda c: f"{len(c[0])}seqs-{c[2]}-{c[3]}" + "".join(c[4]))
+def test_flash_attention_cuda_variants_varlen(dtype, variant, head_dim, case):
+    lens_q, lens_k, hq, hkv, kw = case
+    q, k, v = (torch.randn((sum(n), h, head_dim), device="cuda").to(dtype)
+               for n, h in ((lens_q, hq), (lens_k, hkv), (lens_k, hkv)))
+    vl = varlen(lens_q, lens_k, "cuda", **kw)
+    left, right = vl.pop("window", (-1, -1))
+    args = dict(vl, window_left=left, window_right=right)
+    fn = _first(variants.get("flash_attention", variant))
+    if variant != "naive" and dtype == torch.float32:
+        with pytest.raises(RuntimeError, match=r"tinycuda::flash_attention: .*mma"):
+            fn(q, k, v, **args)
+        return
+    check_op(lambda q, k, v: fn(q, k, v, **args), lambda q, k, v: _attention_ref(q, k, v, **varlen(
+        lens_q, lens_k, "cuda", **kw)), [q, k, v], rtol32=1e-4, atol32=1e-4, grad_atol32=5e-4)
 
 
 def _devices():
@@ -211,3 +240,56 @@ def test_capi_backward_needs_the_forwards_lse():
     for bad in (None, True):
         with pytest.raises(ValueError, match=r"tinycuda.capi.flash_attention_backward: lse must be an array"):
             capi.flash_attention_backward(out, q, k, v, out, bad, False, 0.35, -1, -1, 0.0, False)
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_flash_attention_varlen_is_per_sequence(device, dtype):
+    """A packed batch gives, bit for bit, what each sequence gives alone (every kernel walks a sequence's
+    tiles from its own start); rows in no sequence (here: 3 trailing ones) come out 0, and lse past a
+    sequence's length (max_seqlen_q is 5 above the longest here) +inf."""
+    lens_q, lens_k = (3, 0, 70, 129), (5, 2, 70, 64)
+    q = torch.randn(sum(lens_q) + 3, 4, 64, device=device).to(dtype).requires_grad_()
+    k, v = (torch.randn(sum(lens_k), 2, 64, device=device).to(dtype).requires_grad_() for _ in range(2))
+    kw = varlen(lens_q, lens_k, device, extra_q=5, causal=True)
+    out, lse = torch.ops.tinycuda.flash_attention(q, k, v, True, None, -1, -1, 0.0, False, kw["cu_seqlens_q"],
+                                                  kw["cu_seqlens_k"], kw["max_seqlen_q"], kw["max_seqlen_k"])
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(ops.flash_attention(q, k, v, **kw), (q, k, v), g)
+    cq, ck = kw["cu_seqlens_q"].tolist(), kw["cu_seqlens_k"].tolist()
+    for b in range(len(lens_q)):
+        qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        one = [t[None, s].detach().requires_grad_() for t, s in ((q, qs), (k, ks), (v, ks))]
+        o1, l1 = torch.ops.tinycuda.flash_attention(*one, True)
+        assert torch.equal(out[qs], o1[0]), f"sequence {b}: out"
+        assert torch.equal(lse[b, :, :lens_q[b]], l1[0]), f"sequence {b}: lse"
+        assert (lse[b, :, lens_q[b]:] == math.inf).all(), f"sequence {b}: lse padding"
+        g1 = torch.autograd.grad(ops.flash_attention(*one, causal=True), one, g[None, qs])
+        for name, whole, s, part in zip("qkv", grads, (qs, ks, ks), g1):
+            assert torch.equal(whole[s], part[0]), f"sequence {b}: grad_{name}"
+    assert (out[-3:] == 0).all() and (grads[0][-3:] == 0).all()
+
+
+def test_capi_varlen_matches_the_torch_op():
+    from tinycuda import capi
+    kw = varlen((4, 1, 6), (3, 5, 6), "cpu", causal=True)
+    q, k, v = (torch.randn(n, h, 8) for n, h in ((11 + 2, 2), (14, 1), (14, 1)))
+    out, lse = torch.ops.tinycuda.flash_attention(q, k, v, True, None, -1, -1, 0.0, False, kw["cu_seqlens_q"],
+                                                  kw["cu_seqlens_k"], kw["max_seqlen_q"], kw["max_seqlen_k"])
+    cu = {n: kw[n].numpy() for n in ("cu_seqlens_q", "cu_seqlens_k")}
+    sizes = {n: kw[n] for n in ("max_seqlen_q", "max_seqlen_k")}
+    o2, l2 = capi.flash_attention(q.numpy(), k.numpy(), v.numpy(), causal=True, **cu, **sizes)
+    torch.testing.assert_close(torch.from_numpy(o2), out, rtol=0, atol=0)
+    torch.testing.assert_close(torch.from_numpy(l2), lse, rtol=0, atol=0)
+    g = torch.randn_like(out)
+    want = torch.ops.tinycuda.flash_attention_backward(g, q, k, v, out, lse, True, None, -1, -1, 0.0, False,
+                                                       kw["cu_seqlens_q"], kw["cu_seqlens_k"], kw["max_seqlen_q"],
+                                                       kw["max_seqlen_k"])
+    got = capi.flash_attention_backward(g.numpy(), q.numpy(), k.numpy(), v.numpy(), o2, l2, True, None, -1, -1, 0.0,
+                                        False, **cu, **sizes)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(torch.from_numpy(a), b, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.flash_attention: cu_seqlens_q must be a contiguous 1-D int32"):
+        capi.flash_attention(q.numpy(), k.numpy(), v.numpy(), cu_seqlens_q=cu["cu_seqlens_q"].astype("int64"),
+                             cu_seqlens_k=cu["cu_seqlens_k"], **sizes)
+    with pytest.raises(capi.CapiError, match=r"sequence 0 has length 4, above seqlen_q \(3\)"):
+        capi.flash_attention(q.numpy(), k.numpy(), v.numpy(), **cu, max_seqlen_q=3, max_seqlen_k=6)

@@ -131,9 +131,9 @@ _dlpack = cffi.FFI()  # DLPack's DLTensor, what a "dltensor" capsule points to
 _dlpack.cdef("typedef struct { void* data; struct { int device_type, device_id; } device; int ndim; "
              "struct { uint8_t code, bits; uint16_t lanes; } dtype; int64_t* shape; int64_t* strides; "
              "uint64_t byte_offset; } DLTensor;")
-_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i8": "int64"}
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i4": "int32", "<i8": "int64"}
 _DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
-              (0, 64): "int64"}
+              (0, 32): "int32", (0, 64): "int64"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -792,25 +792,62 @@ def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_m
 # ---------------------------------------------------------------------------
 # flash_attention: [batch, seqlen, heads, head_dim] arrays (C-contiguous)
 
-def _attention_dims(op, v):
+def _attention_dims(op, v, varlen=None):
+    """The params' sizes; varlen (from _varlen): q [total_q, Hq, D], k and v [total_k, Hkv, D], packed."""
     q, k = v["q"], v["k"]
+    rank, layout = (3, "[total, heads, head_dim]") if varlen else (4, "[batch, seqlen, heads, head_dim]")
     for name in ("q", "k", "v"):
-        if len(v[name].shape) != 4:
-            raise ValueError(f"tinycuda.capi.{op}: {name} must be 4-D [batch, seqlen, heads, head_dim], "
-                             f"got shape {v[name].shape}")
+        if len(v[name].shape) != rank:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must be {rank}-D {layout}, got shape {v[name].shape}")
     _same_shape(op, v, "k", "v")
-    (b, sq, hq, d), (bk, sk, hkv, dk) = q.shape, k.shape
+    (b, sq, hq, d), (bk, sk, hkv, dk) = ((1,) * (4 - rank) + q.shape), ((1,) * (4 - rank) + k.shape)
     if (bk, dk) != (b, d) or (hq % hkv if hkv else hq):
         raise ValueError(f"tinycuda.capi.{op}: q {q.shape} and k, v {k.shape} must share batch and head_dim, "
                          "and q's heads must be a multiple of theirs")
     if d == 0:
         raise ValueError(f"tinycuda.capi.{op}: head_dim must be > 0")
+    if varlen:
+        return dict(batch=varlen["batch"], seqlen_q=varlen["max_q"], seqlen_k=varlen["max_k"], heads_q=hq,
+                    heads_kv=hkv, head_dim=d, cu_seqlens_q=varlen["cu_q"], cu_seqlens_k=varlen["cu_k"], total_q=sq,
+                    total_k=sk)
     return dict(batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, head_dim=d)
 
 
+def _varlen(op, like, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """None for fixed lengths, else the checked offsets (int32 [batch + 1] on like's device) and maxima."""
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            raise ValueError(f"tinycuda.capi.{op}: max_seqlen_q and max_seqlen_k are read only with cu_seqlens_q/k")
+        return None
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        raise ValueError(f"tinycuda.capi.{op}: cu_seqlens_q and cu_seqlens_k must be given together")
+    cu = {name: _view(op, name, a) for name, a in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))}
+    for name, a in cu.items():
+        if a.dtype != "int32" or len(a.shape) != 1 or a.size < 1 or not a.contiguous or a.device != like.device:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must be a contiguous 1-D int32 {like.device} array of "
+                             f"batch + 1 offsets, got {a.dtype} {a.shape} on {a.device}")
+    if cu["cu_seqlens_q"].shape != cu["cu_seqlens_k"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: cu_seqlens_q and cu_seqlens_k must have the same length")
+    for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(m, int) or m < 0:
+            raise ValueError(f"tinycuda.capi.{op}: {name} (the longest sequence) must be an int >= 0 with "
+                             f"cu_seqlens, got {m!r}")
+    return dict(batch=cu["cu_seqlens_q"].size - 1, cu_q=cu["cu_seqlens_q"], cu_k=cu["cu_seqlens_k"],
+                max_q=max_seqlen_q, max_k=max_seqlen_k)
+
+
+def _fill(arr, value):
+    """Sets every element: a varlen call's rows in no sequence are left unwritten by the kernels."""
+    if hasattr(arr, "fill_"):
+        arr.fill_(value)
+    else:
+        arr.fill(value)
+
+
 def _rows_strides(shape):
-    """[batch, row, head] strides of a C-contiguous [batch, seqlen, heads, head_dim] array."""
-    _, s, h, d = shape
+    """[batch, row, head] strides of a C-contiguous [batch, seqlen, heads, head_dim] array (or a packed
+    [total, heads, head_dim] one, whose batch stride is not read)."""
+    s, h, d = shape[-3:]
     return [s * h * d, h * d, d]
 
 
@@ -822,16 +859,23 @@ def _attention_options(scale, head_dim, window_left, window_right, softcap, caus
 
 
 def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0, top_left=False,
-                    *, algo=0, out=None, lse=None, stream=None):
+                    cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, *, algo=0,
+                    out=None, lse=None, stream=None):
     """(out, lse): softmax(q k^T * scale) v with tinycuda.ops.flash_attention's
     options; q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D]; lse [B, Hq, Sq] in
-    float32 (float64 for float64), what flash_attention_backward reads."""
+    float32 (float64 for float64), what flash_attention_backward reads.
+    Varlen (cu_seqlens_q/k int32 [B + 1], max_seqlen_q/k ints): q [total_q,
+    Hq, D], k and v [total_k, Hkv, D], lse [B, Hq, max_seqlen_q]; out's rows
+    in no sequence are 0, lse's past a sequence's length +inf."""
     op = "flash_attention"
     v_ = _check(op, {"q": q, "k": k, "v": v})
-    dims = _attention_dims(op, v_)
     qv = v_["q"]
+    vl = _varlen(op, qv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    dims = _attention_dims(op, v_, vl)
     o, ov = _array(op, "out", out, qv, qv.shape)
     l, lv = _array(op, "lse", lse, qv, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(qv))
+    if vl:
+        _fill(o, 0), _fill(l, math.inf)
     _call(op, qv, stream, **dims, q=qv, q_stride=_rows_strides(qv.shape), k=v_["k"],
           k_stride=_rows_strides(v_["k"].shape), v=v_["v"], v_stride=_rows_strides(v_["v"].shape), o=ov,
           o_stride=_rows_strides(qv.shape), lse=lv, algo=algo,
@@ -840,18 +884,23 @@ def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_ri
 
 
 def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
-                             top_left, *, algo=0, grad_q=None, grad_k=None, grad_v=None, stream=None):
-    """(grad_q, grad_k, grad_v) of flash_attention from its out and lse."""
+                             top_left, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, *,
+                             algo=0, grad_q=None, grad_k=None, grad_v=None, stream=None):
+    """(grad_q, grad_k, grad_v) of flash_attention from its out and lse (varlen: the
+    forward's offsets and maxima; gradient rows in no sequence are 0)."""
     op = "flash_attention_backward"
     v_ = _check(op, {"grad_out": grad_out, "q": q, "k": k, "v": v, "out": out})
-    dims = _attention_dims(op, v_)
-    _same_shape(op, v_, "q", "out", "grad_out")
     qv = v_["q"]
+    vl = _varlen(op, qv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    dims = _attention_dims(op, v_, vl)
+    _same_shape(op, v_, "q", "out", "grad_out")
     if lse is None or lse is True:
         raise ValueError(f"tinycuda.capi.{op}: lse must be an array: flash_attention's second output")
     _, lv = _array(op, "lse", lse, qv, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(qv))
     (gq, gqv), (gk, gkv), (gv, gvv) = _outputs(op, qv, (True, True, True), (
         ("grad_q", grad_q, qv.shape), ("grad_k", grad_k, v_["k"].shape), ("grad_v", grad_v, v_["v"].shape)))
+    if vl:
+        _fill(gq, 0), _fill(gk, 0), _fill(gv, 0)
     rs = {name: _rows_strides(v_[name].shape) for name in ("q", "k", "v")}
     _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
           o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,

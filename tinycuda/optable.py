@@ -18,6 +18,7 @@ Importing this module loads the kernels (tinycuda.ops) and nothing else:
 no pytest, no NumPy.
 """
 import importlib
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -762,9 +763,20 @@ def _flce_errors():
 # ---------------------------------------------------------------------------
 # flash_attention, scaled_dot_product_attention
 
-def _attention_ref(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, top_left=False):
+def _attention_ref(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, top_left=False,
+                   cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
     """The math, materialized, in q's dtype (as torch's math backend): q [B, Sq, Hq, D],
-    k and v [B, Sk, Hkv, D]; a query that sees no key gives zeros."""
+    k and v [B, Sk, Hkv, D]; a query that sees no key gives zeros. Varlen: each
+    sequence on its own, rows in no sequence 0."""
+    if cu_seqlens_q is not None:
+        cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+        parts, end = [], 0
+        for a, b_, c, d_ in zip(cq, cq[1:], ck, ck[1:]):
+            parts += [q.new_zeros((a - end, *q.shape[1:])),
+                      _attention_ref(q[None, a:b_], k[None, c:d_], v[None, c:d_], causal, scale, window, softcap,
+                                     top_left)[0]]
+            end = b_
+        return torch.cat(parts + [q.new_zeros((q.shape[0] - end, *q.shape[1:]))])
     (b, sq, hq, d), (sk, hkv) = q.shape, k.shape[1:3]
     scale = 1 / math.sqrt(d) if scale is None else scale
     qt = q.transpose(1, 2)
@@ -813,6 +825,28 @@ def _flash_attention_samples(device, dtype):
     # a non-contiguous head dim: copied
     q, k, v = (view(randn((1, 6, 2, 8), device, dtype), "strided") for _ in range(3))
     yield Sample("1-6-6-2-2-8-strided", (q, k, v), {"window": (2, 0)})
+    for name, hq, hkv, d, lens_q, lens_k, kw in VARLEN_CASES:
+        q, k, v = (randn((sum(n), h, d), device, dtype) for n, h in ((lens_q, hq), (lens_k, hkv), (lens_k, hkv)))
+        yield Sample(f"varlen-{name}", (q, k, v), varlen(lens_q, lens_k, device, **kw))
+
+
+# Packed batches (q heads, kv heads, head dim, lengths of q, of k, options): lengths 0 and 1, q shorter and
+# longer than k (bottom-right causal per sequence), GQA, windows, softcap.
+VARLEN_CASES = [
+    ("gqa", 4, 2, 16, (5, 1, 17, 0, 9), (5, 3, 17, 2, 9), {}),
+    ("causal", 2, 1, 32, (7, 33, 1), (12, 20, 1), {"causal": True}),
+    ("window", 2, 2, 24, (40, 3), (40, 8), {"window": (6, 2), "softcap": 2.0}),
+    ("one", 1, 1, 8, (1,), (1,), {}),
+    ("tiny", 2, 1, 4, (2, 0, 3), (3, 1, 2), {"causal": True}),  # small enough for gradcheck
+]
+
+
+def varlen(lens_q, lens_k, device, extra_q=0, **kw):
+    """flash_attention's varlen keywords for sequences of these lengths (extra_q: max_seqlen_q above the
+    longest), with kw."""
+    cu = [torch.tensor([0, *itertools.accumulate(n)], dtype=torch.int32, device=device) for n in (lens_q, lens_k)]
+    return {"cu_seqlens_q": cu[0], "cu_seqlens_k": cu[1], "max_seqlen_q": max(lens_q) + extra_q,
+            "max_seqlen_k": max(lens_k), **kw}
 
 
 def _sdpa_samples(device, dtype):
@@ -832,6 +866,9 @@ def _sdpa_samples(device, dtype):
 def _flash_attention_errors():
     f, name = ops.flash_attention, "tinycuda::flash_attention"
     q, k = torch.randn(1, 5, 4, 8), torch.randn(1, 6, 2, 8)
+    cu = torch.tensor([0, 5], dtype=torch.int32)
+    vl = {"cu_seqlens_q": cu, "cu_seqlens_k": torch.tensor([0, 6], dtype=torch.int32), "max_seqlen_q": 5,
+          "max_seqlen_k": 6}
     return [
         ErrorCase(rf"{name}: q must be 4-D \[batch, seqlen, heads, head_dim\], got shape \[5, 4, 8\]", f, (q[0], k, k)),
         ErrorCase(rf"{name}: v has shape \[1, 6, 2, 4\] but k has shape \[1, 6, 2, 8\]", f, (q, k, k[..., :4])),
@@ -846,6 +883,25 @@ def _flash_attention_errors():
         ErrorCase(rf"{name}: head_dim must be > 0", f, (q[..., :0], k[..., :0], k[..., :0])),
         ErrorCase(rf"{name}: algo must be 0 \(auto\), 1 \(naive\), 2 \(mma\) or 3 \(wgmma\), got 7",
                   torch.ops.tinycuda.flash_attention, (q, k, k), {"algo": 7}),
+        ErrorCase(rf"{name}: cu_seqlens_q and cu_seqlens_k must be given together", torch.ops.tinycuda.flash_attention,
+                  (q[0], k[0], k[0]), {"cu_seqlens_q": cu}),
+        ErrorCase(rf"{name}: max_seqlen_q and max_seqlen_k must be given with cu_seqlens", f,
+                  (q[0], k[0], k[0]), {"cu_seqlens_q": cu, "cu_seqlens_k": cu}, ValueError),
+        ErrorCase(rf"{name}: q must be 3-D \[total, heads, head_dim\] with cu_seqlens, got shape \[1, 5, 4, 8\]", f,
+                  (q, k, k), {**vl, "max_seqlen_q": 5}),
+        ErrorCase(rf"{name}: cu_seqlens_q must be a 1-D int32 tensor of batch \+ 1 offsets, got Long \[2\]", f,
+                  (q[0], k[0], k[0]), {**vl, "cu_seqlens_q": cu.long()}),
+        ErrorCase(rf"{name}: cu_seqlens_q has 2 entries but cu_seqlens_k has 3", f,
+                  (q[0], k[0], k[0]), {**vl, "cu_seqlens_k": torch.tensor([0, 3, 6], dtype=torch.int32)}),
+        ErrorCase(rf"{name}: max_seqlen_q and max_seqlen_k are read only with cu_seqlens_q/k",
+                  torch.ops.tinycuda.flash_attention, (q, k, k), {"max_seqlen_q": 5}),
+        ErrorCase(rf"{name}: sequence 0 has length 5, above seqlen_q \(4\)", f,
+                  (q[0], k[0], k[0]), {**vl, "max_seqlen_q": 4}),
+        ErrorCase(rf"{name}: cu_seqlens_k must be non-decreasing, got 2 after 6", f, (q[0], k[0], k[0]),
+                  {**vl, "cu_seqlens_q": torch.tensor([0, 2, 5], dtype=torch.int32),
+                   "cu_seqlens_k": torch.tensor([0, 6, 2], dtype=torch.int32)}),
+        ErrorCase(rf"{name}: cu_seqlens_q ends at 7, past the 5 packed rows", f, (q[0], k[0], k[0]),
+                  {**vl, "cu_seqlens_q": torch.tensor([0, 7], dtype=torch.int32), "max_seqlen_q": 7}),
         ErrorCase(r"tinycuda::flash_attention_backward: lse must have shape \[1, 4, 5\], got \[1, 4, 4\]",
                   torch.ops.tinycuda.flash_attention_backward,
                   (q, q, k, k, q, torch.zeros(1, 4, 4), False, 1.0, -1, -1, 0.0, False)),

@@ -19,11 +19,13 @@ namespace {
 
 constexpr int64_t kChunk = 64;  // query rows per forward item
 
-// One of q, k, v, o (or a gradient) as [batch, row, head, :] with strides.
+// One of q, k, v, o (or a gradient) as [batch, row, head, :] with strides;
+// a varlen batch's rows are packed (AttentionSeq's q0, k0): no batch stride.
 template <class T>
 struct Rows {
   T* base;
-  const int64_t* stride;
+  int64_t stride[3];
+  Rows(T* p, const int64_t* s, bool varlen) : base(p), stride{varlen ? 0 : s[0], s[1], s[2]} {}
   T* at(int64_t b, int64_t i, int64_t h) const { return base + b * stride[0] + i * stride[1] + h * stride[2]; }
 };
 
@@ -43,11 +45,12 @@ template <class T>
 bool forward(const tc_flash_attention_params* p) {
   using A = acc_t<T>;
   const int64_t D = p->head_dim, group = p->heads_q / p->heads_kv;
-  const AttentionMask mask = attention_mask(p);
+  const AttentionBatch seqs = attention_batch(p);
   const Logit<A> logit = attention_logit<A>(p);
-  const Rows<const T> q{static_cast<const T*>(p->q), p->q_stride}, k{static_cast<const T*>(p->k), p->k_stride},
-      v{static_cast<const T*>(p->v), p->v_stride};
-  const Rows<T> o{static_cast<T*>(p->o), p->o_stride};
+  const bool vl = p->cu_seqlens_q;
+  const Rows<const T> q{static_cast<const T*>(p->q), p->q_stride, vl}, k{static_cast<const T*>(p->k), p->k_stride, vl},
+      v{static_cast<const T*>(p->v), p->v_stride, vl};
+  const Rows<T> o{static_cast<T*>(p->o), p->o_stride, vl};
   A* lse = static_cast<A*>(p->lse);
   const int64_t chunks = (p->seqlen_q + kChunk - 1) / kChunk, items = p->batch * p->heads_q * chunks;
   const int64_t threads = threads_for(items, p->batch * p->heads_q * p->seqlen_q * p->seqlen_k * D);
@@ -55,18 +58,21 @@ bool forward(const tc_flash_attention_params* p) {
     std::vector<A> kv, qa(static_cast<size_t>(D)), oa(static_cast<size_t>(D)), s(static_cast<size_t>(p->seqlen_k));
     for (int64_t item = t; item < items; item += threads) {
       const int64_t b = item / (p->heads_q * chunks), h = item / chunks % p->heads_q, c = item % chunks;
-      const int64_t g = h / group, i0 = c * kChunk, i1 = std::min(p->seqlen_q, i0 + kChunk);
+      const AttentionSeq sq = seqs.seq(b);
+      const AttentionMask& mask = sq.mask;
+      const int64_t g = h / group, i0 = c * kChunk, i1 = std::min(sq.len_q, i0 + kChunk);
+      if (i0 >= i1) continue;  // past this sequence's queries
       // the band is monotone in i: the chunk's keys are [lo(i0), hi(i1 - 1))
       const int64_t klo = mask.lo(i0), khi = std::max(klo, mask.hi(i1 - 1)), nk = khi - klo;
       kv.resize(size_t(2 * nk * D));
       A *ka = kv.data(), *va = ka + nk * D;
       for (int64_t j = 0; j < nk; ++j) {
-        to_acc_row(k.at(b, klo + j, g), D, ka + j * D);
-        to_acc_row(v.at(b, klo + j, g), D, va + j * D);
+        to_acc_row(k.at(b, sq.k0 + klo + j, g), D, ka + j * D);
+        to_acc_row(v.at(b, sq.k0 + klo + j, g), D, va + j * D);
       }
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t lo = mask.lo(i), hi = mask.hi(i);
-        if (lo < hi) to_acc_row(q.at(b, i, h), D, qa.data());  // with no key, q may be NULL
+        if (lo < hi) to_acc_row(q.at(b, sq.q0 + i, h), D, qa.data());  // with no key, q may be NULL
         A m = -INFINITY;
         for (int64_t j = lo; j < hi; ++j) {
           s[j - lo] = logit(dot(qa.data(), ka + (j - klo) * D, D));
@@ -80,7 +86,7 @@ bool forward(const tc_flash_attention_params* p) {
           const A* vj = va + (j - klo) * D;
           for (int64_t d = 0; d < D; ++d) oa[d] += e * vj[d];
         }
-        T* oi = o.at(b, i, h);
+        T* oi = o.at(b, sq.q0 + i, h);
         const A inv = hi > lo ? A(1) / l : A(0);
         for (int64_t d = 0; d < D; ++d) oi[d] = from_acc<T>(oa[d] * inv);
         lse[(b * p->heads_q + h) * p->seqlen_q + i] = hi > lo ? m + std::log(l) : A(INFINITY);
@@ -93,14 +99,15 @@ template <class T>
 bool backward(const tc_flash_attention_backward_params* p) {
   using A = acc_t<T>;
   const int64_t D = p->head_dim, Sk = p->seqlen_k, group = p->heads_kv ? p->heads_q / p->heads_kv : 0;
-  const AttentionMask mask = attention_mask(p);
+  const AttentionBatch seqs = attention_batch(p);
   const Logit<A> logit = attention_logit<A>(p);
   const A scale = A(p->scale);
-  const Rows<const T> q{static_cast<const T*>(p->q), p->q_stride}, k{static_cast<const T*>(p->k), p->k_stride},
-      v{static_cast<const T*>(p->v), p->v_stride}, o{static_cast<const T*>(p->o), p->o_stride},
-      go{static_cast<const T*>(p->grad_o), p->grad_o_stride};
-  const Rows<T> gq{static_cast<T*>(p->grad_q), p->grad_q_stride}, gk{static_cast<T*>(p->grad_k), p->grad_k_stride},
-      gv{static_cast<T*>(p->grad_v), p->grad_v_stride};
+  const bool vl = p->cu_seqlens_q;
+  const Rows<const T> q{static_cast<const T*>(p->q), p->q_stride, vl}, k{static_cast<const T*>(p->k), p->k_stride, vl},
+      v{static_cast<const T*>(p->v), p->v_stride, vl}, o{static_cast<const T*>(p->o), p->o_stride, vl},
+      go{static_cast<const T*>(p->grad_o), p->grad_o_stride, vl};
+  const Rows<T> gq{static_cast<T*>(p->grad_q), p->grad_q_stride, vl},
+      gk{static_cast<T*>(p->grad_k), p->grad_k_stride, vl}, gv{static_cast<T*>(p->grad_v), p->grad_v_stride, vl};
   const A* lse = static_cast<const A*>(p->lse);
   const int64_t items = p->batch * p->heads_kv;
   const int64_t threads = threads_for(items, 3 * p->batch * p->heads_q * p->seqlen_q * Sk * D);
@@ -109,19 +116,21 @@ bool backward(const tc_flash_attention_backward_params* p) {
     std::vector<A> qa(static_cast<size_t>(D)), oa(static_cast<size_t>(D)), ga(static_cast<size_t>(D)), dq(static_cast<size_t>(D));
     for (int64_t item = t; item < items; item += threads) {
       const int64_t b = item / p->heads_kv, g = item % p->heads_kv;
-      for (int64_t j = 0; j < Sk; ++j) {
-        to_acc_row(k.at(b, j, g), D, ka.data() + j * D);
-        to_acc_row(v.at(b, j, g), D, va.data() + j * D);
+      const AttentionSeq sq = seqs.seq(b);
+      const AttentionMask& mask = sq.mask;
+      for (int64_t j = 0; j < sq.len_k; ++j) {
+        to_acc_row(k.at(b, sq.k0 + j, g), D, ka.data() + j * D);
+        to_acc_row(v.at(b, sq.k0 + j, g), D, va.data() + j * D);
       }
       std::fill(dk.begin(), dk.end(), A(0));
       std::fill(dv.begin(), dv.end(), A(0));
       for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t i = 0; i < p->seqlen_q; ++i) {
+        for (int64_t i = 0; i < sq.len_q; ++i) {
           const int64_t lo = mask.lo(i), hi = mask.hi(i);
           const A lse_i = lse[(b * p->heads_q + h) * p->seqlen_q + i];
-          to_acc_row(q.at(b, i, h), D, qa.data());
-          to_acc_row(o.at(b, i, h), D, oa.data());
-          to_acc_row(go.at(b, i, h), D, ga.data());
+          to_acc_row(q.at(b, sq.q0 + i, h), D, qa.data());
+          to_acc_row(o.at(b, sq.q0 + i, h), D, oa.data());
+          to_acc_row(go.at(b, sq.q0 + i, h), D, ga.data());
           const A delta = dot(ga.data(), oa.data(), D);
           std::fill(dq.begin(), dq.end(), A(0));
           for (int64_t j = lo; j < hi && lse_i != A(INFINITY); ++j) {
@@ -138,11 +147,11 @@ bool backward(const tc_flash_attention_backward_params* p) {
               dvj[d] += pij * ga[d];
             }
           }
-          T* dqi = gq.at(b, i, h);
+          T* dqi = gq.at(b, sq.q0 + i, h);
           for (int64_t d = 0; d < D; ++d) dqi[d] = from_acc<T>(dq[d]);
         }
-      for (int64_t j = 0; j < Sk; ++j) {
-        T *dkj = gk.at(b, j, g), *dvj = gv.at(b, j, g);
+      for (int64_t j = 0; j < sq.len_k; ++j) {
+        T *dkj = gk.at(b, sq.k0 + j, g), *dvj = gv.at(b, sq.k0 + j, g);
         for (int64_t d = 0; d < D; ++d) {
           dkj[d] = from_acc<T>(dk[j * D + d]);
           dvj[d] = from_acc<T>(dv[j * D + d]);
@@ -159,6 +168,7 @@ bool backward(const tc_flash_attention_backward_params* p) {
 tc_status tc_flash_attention_cpu(const tc_flash_attention_params* p) {
   const char* op = "flash_attention";
   TC_RETURN_IF_ERROR(flash_attention_check(p));
+  TC_RETURN_IF_ERROR(flash_attention_check_offsets(op, p));
   if (p->batch * p->heads_q * p->seqlen_q == 0) return TC_OK;
   return dispatch_cpu(p->dtype, op, [&](auto tag) {
     return forward<decltype(tag)>(p) ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: out of memory for the buffers", op);
@@ -168,6 +178,7 @@ tc_status tc_flash_attention_cpu(const tc_flash_attention_params* p) {
 tc_status tc_flash_attention_backward_cpu(const tc_flash_attention_backward_params* p) {
   const char* op = "flash_attention_backward";
   TC_RETURN_IF_ERROR(flash_attention_check(p));
+  TC_RETURN_IF_ERROR(flash_attention_check_offsets(op, p));
   if (p->batch * p->heads_kv * p->head_dim == 0) return TC_OK;  // no gradient has an element
   return dispatch_cpu(p->dtype, op, [&](auto tag) {
     return backward<decltype(tag)>(p) ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: out of memory for the buffers", op);

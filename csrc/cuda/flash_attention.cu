@@ -130,7 +130,9 @@ constexpr int kWarps = 4;  // warps per block of the NAIVE kernels
 constexpr int kMaxNaiveDim = 512;
 
 // One forward problem as the kernels see it: typed pointers, strides in
-// elements ([batch, row, head]), the mask and the logit map.
+// elements ([batch, row, head]; a varlen batch has no batch stride: its
+// sequences' rows start at AttentionSeq's q0, k0), the sequences and their
+// masks, and the logit map.
 template <class T>
 struct Fwd {
   using A = acc_t<T>;
@@ -141,7 +143,7 @@ struct Fwd {
   A* lse;
   int64_t qs[3], ks[3], vs[3], os[3];
   int64_t batch, seqlen_q, seqlen_k, heads_q, group, head_dim;  // group = heads_q / heads_kv
-  AttentionMask mask;
+  AttentionBatch seqs;
   Logit<A> logit;
 
   static Fwd of(const tc_flash_attention_params* p) {
@@ -149,9 +151,10 @@ struct Fwd {
           static_cast<T*>(p->o), static_cast<A*>(p->lse)};
     for (int d = 0; d < 3; ++d)
       a.qs[d] = p->q_stride[d], a.ks[d] = p->k_stride[d], a.vs[d] = p->v_stride[d], a.os[d] = p->o_stride[d];
+    if (p->cu_seqlens_q) a.qs[0] = a.ks[0] = a.vs[0] = a.os[0] = 0;
     a.batch = p->batch, a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k, a.heads_q = p->heads_q;
     a.group = p->heads_q / p->heads_kv, a.head_dim = p->head_dim;
-    a.mask = attention_mask(p);
+    a.seqs = attention_batch(p);
     a.logit = attention_logit<A>(p);
     return a;
   }
@@ -172,7 +175,7 @@ struct Bwd {
   A* delta;  // the workspace, [batch, heads_q, seqlen_q] like lse
   int64_t qs[3], ks[3], vs[3], os[3], gos[3], gqs[3], gks[3], gvs[3];
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, group, head_dim;
-  AttentionMask mask;
+  AttentionBatch seqs;
   Logit<A> logit;
   A scale;
 
@@ -186,9 +189,10 @@ struct Bwd {
       a.gos[d] = p->grad_o_stride[d], a.gqs[d] = p->grad_q_stride[d], a.gks[d] = p->grad_k_stride[d];
       a.gvs[d] = p->grad_v_stride[d];
     }
+    if (p->cu_seqlens_q) a.qs[0] = a.ks[0] = a.vs[0] = a.os[0] = a.gos[0] = a.gqs[0] = a.gks[0] = a.gvs[0] = 0;
     a.batch = p->batch, a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k, a.heads_q = p->heads_q;
     a.heads_kv = p->heads_kv, a.group = p->heads_q / p->heads_kv, a.head_dim = p->head_dim;
-    a.mask = attention_mask(p);
+    a.seqs = attention_batch(p);
     a.logit = attention_logit<A>(p);
     a.scale = A(p->scale);
     return a;
@@ -212,18 +216,20 @@ __global__ void __launch_bounds__(kWarps * 32) attention_naive_kernel(const Fwd<
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
     // r is also the row's lse index: lse is [batch, heads_q, seqlen_q]
     const int64_t i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
-    const int64_t lo = a.mask.lo(i), hi = a.mask.hi(i);
+    const AttentionSeq seq = a.seqs.seq(b);
+    if (i >= seq.len_q) continue;  // past this (varlen) sequence
+    const int64_t lo = seq.mask.lo(i), hi = seq.mask.hi(i);
     A acc[kPer], m = -INFINITY, l = 0;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) acc[k] = 0;
     if (lo < hi) {  // q, k and v are read only here: with no key they may be NULL
-      const T* qi = at(a.q, a.qs, b, i, h);
+      const T* qi = at(a.q, a.qs, b, seq.q0 + i, h);
       A qv[kPer];
 #pragma unroll
       for (int k = 0; k < kPer; ++k) qv[k] = lane + 32 * k < D ? A(to_acc(qi[lane + 32 * k])) : A(0);
       const int64_t g = h / a.group;
-      const T* kj = at(a.k, a.ks, b, lo, g);
-      const T* vj = at(a.v, a.vs, b, lo, g);
+      const T* kj = at(a.k, a.ks, b, seq.k0 + lo, g);
+      const T* vj = at(a.v, a.vs, b, seq.k0 + lo, g);
       for (int64_t j = lo; j < hi; ++j, kj += a.ks[1], vj += a.vs[1]) {
         A dot = 0, vv[kPer];  // V's row is loaded with K's, so its latency hides behind the reduction
 #pragma unroll
@@ -244,7 +250,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_naive_kernel(const Fwd<
       }
     }
     const A inv = l == A(0) ? A(0) : A(1) / l;  // no key (or every logit -inf): O = 0
-    T* oi = at(a.o, a.os, b, i, h);
+    T* oi = at(a.o, a.os, b, seq.q0 + i, h);
 #pragma unroll
     for (int k = 0; k < kPer; ++k)
       if (lane + 32 * k < D) oi[lane + 32 * k] = from_acc<T>(acc[k] * inv);
@@ -394,8 +400,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, qd = lane % 4;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBlockM;
   const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
-  const int64_t last = min(m0 + kBlockM, a.seqlen_q) - 1;  // the block's last query row
-  const AttentionMask& mask = a.mask;
+  const AttentionSeq seq = a.seqs.seq(b);
+  if (m0 >= seq.len_q) return;  // past this (varlen) sequence: rows of no one
+  const int64_t last = min(m0 + kBlockM, seq.len_q) - 1;  // the block's last query row
+  const AttentionMask& mask = seq.mask;
   float* lse = a.lse + bh * a.seqlen_q;
   // The bands are monotone in i, so the block's keys are [lo(m0), hi(last)).
   const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
@@ -404,7 +412,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
 
   if (kv_lo >= kv_hi) {  // no row sees a key: O = 0, lse = +inf, and nothing is read
     for (int r = r0; r < kBlockM; r += kRowStep)
-      if (col_in && m0 + r <= last) *reinterpret_cast<uint4*>(at(a.o, a.os, b, m0 + r, h) + ch * 8) = uint4{};
+      if (col_in && m0 + r <= last)
+        *reinterpret_cast<uint4*>(at(a.o, a.os, b, seq.q0 + m0 + r, h) + ch * 8) = uint4{};
     if (tid < kBlockM && m0 + tid <= last) lse[m0 + tid] = INFINITY;
     return;
   }
@@ -412,22 +421,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
   // Q (rows past seqlen_q and columns past head_dim zero-filled) and the first
   // K/V tile: one cp.async group. Out-of-range chunks read nothing.
   {
-    const T* src = at(a.q, a.qs, b, 0, h) + ch * 8;
+    const T* src = at(a.q, a.qs, b, seq.q0, h) + ch * 8;
 #pragma unroll
     for (int r = r0; r < kBlockM; r += kRowStep) {
-      const bool in = col_in && m0 + r < a.seqlen_q;
+      const bool in = col_in && m0 + r <= last;
       cp_async16(sq + r * P + ch * 8, in ? src + (m0 + r) * a.qs[1] : a.q, in);
     }
   }
-  const T* kp = at(a.k, a.ks, b, 0, hk) + ch * 8;
-  const T* vp = at(a.v, a.vs, b, 0, hk) + ch * 8;
+  const T* kp = at(a.k, a.ks, b, seq.k0, hk) + ch * 8;
+  const T* vp = at(a.v, a.vs, b, seq.k0, hk) + ch * 8;
   auto load_kv = [&](int64_t n0, int stage) {  // keys [n0, n0 + BN), past seqlen_k zero-filled
     T* dk = skv + 2 * stage * BN * P;
     T* dv = dk + BN * P;
 #pragma unroll
     for (int r = r0; r < BN; r += kRowStep) {
       const int64_t j = n0 + r;
-      const bool in = col_in && j < a.seqlen_k;
+      const bool in = col_in && j < seq.len_k;
       cp_async16(dk + r * P + ch * 8, in ? kp + j * a.ks[1] : a.k, in);
       cp_async16(dv + r * P + ch * 8, in ? vp + j * a.vs[1] : a.v, in);
     }
@@ -531,7 +540,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
   for (int c = lane; c < 16 * kChunks; c += 32) {
     const int r = c / kChunks, col = c % kChunks * 8;
     if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.o, a.os, b, wrow + r, h) + col) =
+      *reinterpret_cast<uint4*>(at(a.o, a.os, b, seq.q0 + wrow + r, h) + col) =
           *reinterpret_cast<const uint4*>(so + r * P + col);
   }
   if (qd == 0)
@@ -649,8 +658,10 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
   const int kw = warp % 4, dpart = warp / 4;
   const int64_t id = blockIdx.x, bg = id / k_tiles, n0 = id % k_tiles * BN;
   const int64_t hk = bg % a.heads_kv, b = bg / a.heads_kv;
-  const int64_t klast = min(n0 + BN, a.seqlen_k) - 1;  // the block's last key
-  const AttentionMask& mask = a.mask;
+  const AttentionSeq seq = a.seqs.seq(b);
+  if (n0 >= seq.len_k) return;  // past this (varlen) sequence's keys
+  const int64_t klast = min(n0 + BN, seq.len_k) - 1;  // the block's last key
+  const AttentionMask& mask = seq.mask;
   // q_lo and q_hi are monotone in j: the block's queries are [q_lo(n0), q_hi(klast)), per query head.
   const int64_t qb_lo = mask.q_lo(n0), qb_hi = mask.q_hi(klast);
   const int ch = tid % kChunks, r0 = tid / kChunks;
@@ -659,20 +670,20 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
   if (qb_lo >= qb_hi || a.group == 0) {  // no query sees a key here: dK = dV = 0, nothing is read
     for (int r = r0; r < BN; r += kRowStep)
       if (col_in && n0 + r <= klast) {
-        *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, n0 + r, hk) + ch * 8) = uint4{};
-        *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, n0 + r, hk) + ch * 8) = uint4{};
+        *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, seq.k0 + n0 + r, hk) + ch * 8) = uint4{};
+        *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, seq.k0 + n0 + r, hk) + ch * 8) = uint4{};
       }
     return;
   }
 
   // K and V (keys past seqlen_k, columns past head_dim zero-filled), loaded once.
   {
-    const T* kp = at(a.k, a.ks, b, 0, hk) + ch * 8;
-    const T* vp = at(a.v, a.vs, b, 0, hk) + ch * 8;
+    const T* kp = at(a.k, a.ks, b, seq.k0, hk) + ch * 8;
+    const T* vp = at(a.v, a.vs, b, seq.k0, hk) + ch * 8;
 #pragma unroll
     for (int r = r0; r < BN; r += kRowStep) {
       const int64_t j = n0 + r;
-      const bool in = col_in && j < a.seqlen_k;
+      const bool in = col_in && j <= klast;
       cp_async16(sk + r * P + ch * 8, in ? kp + j * a.ks[1] : a.k, in);
       cp_async16(sv + r * P + ch * 8, in ? vp + j * a.vs[1] : a.v, in);
     }
@@ -682,20 +693,20 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
   const int64_t q_tiles = (qb_hi - qb_lo + BM - 1) / BM, tiles = a.group * q_tiles;
   auto load_q = [&](int64_t t, int stage) {
     const int64_t h = hk * a.group + t / q_tiles, m0 = qb_lo + t % q_tiles * BM;
-    const T* qp = at(a.q, a.qs, b, 0, h) + ch * 8;
-    const T* gp = at(a.go, a.gos, b, 0, h) + ch * 8;
+    const T* qp = at(a.q, a.qs, b, seq.q0, h) + ch * 8;
+    const T* gp = at(a.go, a.gos, b, seq.q0, h) + ch * 8;
     T* dq = sqg + 2 * stage * BM * P;
     T* dg = dq + BM * P;
 #pragma unroll
     for (int r = r0; r < BM; r += kRowStep) {
       const int64_t i = m0 + r;
-      const bool in = col_in && i < a.seqlen_q;
+      const bool in = col_in && i < seq.len_q;
       cp_async16(dq + r * P + ch * 8, in ? qp + i * a.qs[1] : a.q, in);
       cp_async16(dg + r * P + ch * 8, in ? gp + i * a.gos[1] : a.go, in);
     }
     if (tid < BM) {  // plain loads: the stage's readers are behind the next __syncthreads
       const int64_t i = m0 + tid, row = (b * a.heads_q + h) * a.seqlen_q + i;
-      const bool in = i < a.seqlen_q;
+      const bool in = i < seq.len_q;
       sl[2 * stage * BM + tid] = in ? a.lse[row] * kLog2e : INFINITY;
       sl[(2 * stage + 1) * BM + tid] = in ? a.delta[row] : 0.f;
     }
@@ -829,9 +840,9 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
   for (int c = lane; c < 16 * (DW / 8); c += 32) {
     const int r = c / (DW / 8), col = dpart * DW + c % (DW / 8) * 8;
     if (wk + r <= klast && col < a.head_dim) {
-      *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, wk + r, hk) + col) =
+      *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, seq.k0 + wk + r, hk) + col) =
           *reinterpret_cast<const uint4*>(sk + (row + r) * P + col);
-      *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, wk + r, hk) + col) =
+      *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, seq.k0 + wk + r, hk) + col) =
           *reinterpret_cast<const uint4*>(sv + (row + r) * P + col);
     }
   }
@@ -852,37 +863,40 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, qd = lane % 4;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBlockM;
   const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
-  const int64_t last = min(m0 + kBlockM, a.seqlen_q) - 1;
-  const AttentionMask& mask = a.mask;
+  const AttentionSeq seq = a.seqs.seq(b);
+  if (m0 >= seq.len_q) return;  // past this (varlen) sequence
+  const int64_t last = min(m0 + kBlockM, seq.len_q) - 1;
+  const AttentionMask& mask = seq.mask;
   const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
   const int ch = tid % kChunks, r0 = tid / kChunks;
   const bool col_in = ch * 8 < a.head_dim;
 
   if (kv_lo >= kv_hi) {  // no row sees a key: dQ = 0
     for (int r = r0; r < kBlockM; r += kRowStep)
-      if (col_in && m0 + r <= last) *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, m0 + r, h) + ch * 8) = uint4{};
+      if (col_in && m0 + r <= last)
+        *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + m0 + r, h) + ch * 8) = uint4{};
     return;
   }
 
   {
-    const T* qp = at(a.q, a.qs, b, 0, h) + ch * 8;
-    const T* gp = at(a.go, a.gos, b, 0, h) + ch * 8;
+    const T* qp = at(a.q, a.qs, b, seq.q0, h) + ch * 8;
+    const T* gp = at(a.go, a.gos, b, seq.q0, h) + ch * 8;
 #pragma unroll
     for (int r = r0; r < kBlockM; r += kRowStep) {
-      const bool in = col_in && m0 + r < a.seqlen_q;
+      const bool in = col_in && m0 + r <= last;
       cp_async16(sq + r * P + ch * 8, in ? qp + (m0 + r) * a.qs[1] : a.q, in);
       cp_async16(sg + r * P + ch * 8, in ? gp + (m0 + r) * a.gos[1] : a.go, in);
     }
   }
-  const T* kp = at(a.k, a.ks, b, 0, hk) + ch * 8;
-  const T* vp = at(a.v, a.vs, b, 0, hk) + ch * 8;
+  const T* kp = at(a.k, a.ks, b, seq.k0, hk) + ch * 8;
+  const T* vp = at(a.v, a.vs, b, seq.k0, hk) + ch * 8;
   auto load_kv = [&](int64_t n0, int stage) {
     T* dk = skv + 2 * stage * BN * P;
     T* dv = dk + BN * P;
 #pragma unroll
     for (int r = r0; r < BN; r += kRowStep) {
       const int64_t j = n0 + r;
-      const bool in = col_in && j < a.seqlen_k;
+      const bool in = col_in && j < seq.len_k;
       cp_async16(dk + r * P + ch * 8, in ? kp + j * a.ks[1] : a.k, in);
       cp_async16(dv + r * P + ch * 8, in ? vp + j * a.vs[1] : a.v, in);
     }
@@ -995,7 +1009,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd
   for (int c = lane; c < 16 * kChunks; c += 32) {
     const int r = c / kChunks, col = c % kChunks * 8;
     if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, wrow + r, h) + col) =
+      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + wrow + r, h) + col) =
           *reinterpret_cast<const uint4*>(so + r * P + col);
   }
 }
@@ -1114,10 +1128,17 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBM;
   const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
-  const int64_t last = min(m0 + kBM, a.seqlen_q) - 1;
-  const AttentionMask& mask = a.mask;
+  const AttentionSeq seq = a.seqs.seq(b);
+  if (m0 >= seq.len_q) return;  // past this (varlen) sequence
+  const int64_t last = min(m0 + kBM, seq.len_q) - 1;
+  const AttentionMask& mask = seq.mask;
   const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
   const int tiles = kv_lo < kv_hi ? int((kv_hi - kv_lo + BN - 1) / BN) : 0;
+  // TMA coordinates: a varlen batch is one packed [total, heads, D] tensor
+  // (tensor_map's batch of 1), its sequence b at row q0 (k0). Rows loaded past
+  // the sequence's end are the next sequence's (or zeros past the tensor):
+  // keys there are masked like keys past seqlen_k, query rows never stored.
+  const int tb = a.seqs.cu_q ? 0 : int(b), tq0 = int(seq.q0 + m0), tk0 = int(seq.k0 + kv_lo);
 
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
@@ -1131,17 +1152,17 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
     if (tid == 0 && tiles > 0) {
       mbar_expect_bytes(&q_full, kBM * D * sizeof(T));
 #pragma unroll
-      for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, int(m0), int(h), int(b), &q_full);
+      for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
       for (int t = 0; t < tiles; ++t) {
         const int s = t % kStages;
         if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
         mbar_expect_bytes(&full[s], 2 * BN * D * sizeof(T));
         T* sk = skv + 2 * s * BN * D;
-        const int n0 = int(kv_lo) + t * BN;
+        const int n0 = tk0 + t * BN;
 #pragma unroll
         for (int x = 0; x < kBoxes; ++x) {
-          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), int(b), &full[s]);
-          tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), int(b), &full[s]);
+          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, &full[s]);
+          tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, &full[s]);
         }
       }
     }
@@ -1232,7 +1253,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   for (int i = lane; i < 16 * (D / 8); i += 32) {
     const int r = i / (D / 8), col = i % (D / 8) * 8;
     if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.o, a.os, b, wrow + r, h) + col) =
+      *reinterpret_cast<uint4*>(at(a.o, a.os, b, seq.q0 + wrow + r, h) + col) =
           *reinterpret_cast<const uint4*>(sq + swizzled<kBM>(rw + r, col));
   }
   if (qd == 0)
@@ -1284,7 +1305,8 @@ bool device_ok() {
 template <class T>
 const char* blocker(const tc_flash_attention_params* p) {
   if (!device_ok<T>()) return "an sm_90 device and a build with sm_90a";
-  if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX)
+  if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX ||
+      (p->cu_seqlens_q && (p->total_q > INT32_MAX || p->total_k > INT32_MAX)))
     return "sizes below 2^31 (TMA coordinates are 32-bit)";
   const size_t smem = p->head_dim <= 64 ? kSmem<64> : p->head_dim <= 128 ? kSmem<128> : kSmem<256>;
   if (size_t(smem_optin()) < smem) return "more shared memory per block than this device allows";
@@ -1296,9 +1318,12 @@ template <class T, int D>
 tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const char** why) {
   CUtensorMap tq, tk, tv;
   const int64_t heads_kv = a.heads_q / a.group;
-  if (!tensor_map(&tq, a.q, a.qs, a.seqlen_q, a.heads_q, a.batch, a.head_dim, kBM) ||
-      !tensor_map(&tk, a.k, a.ks, a.seqlen_k, heads_kv, a.batch, a.head_dim, kBN<D>) ||
-      !tensor_map(&tv, a.v, a.vs, a.seqlen_k, heads_kv, a.batch, a.head_dim, kBN<D>)) {
+  const bool varlen = a.seqs.cu_q;  // one packed tensor of total rows
+  const int64_t rows_q = varlen ? a.seqs.total_q : a.seqlen_q, rows_k = varlen ? a.seqs.total_k : a.seqlen_k,
+                batch = varlen ? 1 : a.batch;
+  if (!tensor_map(&tq, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBM) ||
+      !tensor_map(&tk, a.k, a.ks, rows_k, heads_kv, batch, a.head_dim, kBN<D>) ||
+      !tensor_map(&tv, a.v, a.vs, rows_k, heads_kv, batch, a.head_dim, kBN<D>)) {
     *why = "q, k and v that TMA can describe";
     return TC_OK;
   }
@@ -1324,8 +1349,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_delta_kernel(const Bwd<
   const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
     const int64_t i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
-    const T* oi = at(a.o, a.os, b, i, h);
-    const T* gi = at(a.go, a.gos, b, i, h);
+    const AttentionSeq seq = a.seqs.seq(b);
+    if (i >= seq.len_q) continue;
+    const T* oi = at(a.o, a.os, b, seq.q0 + i, h);
+    const T* gi = at(a.go, a.gos, b, seq.q0 + i, h);
     A s = 0;
     for (int d = lane; d < D; d += 32) s += A(to_acc(gi[d])) * A(to_acc(oi[d]));
     s = warp_reduce(s, Sum{});
@@ -1341,14 +1368,16 @@ __global__ void __launch_bounds__(kWarps * 32) attention_dq_kernel(const Bwd<T> 
   const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
     const int64_t i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
-    const int64_t lo = a.mask.lo(i), hi = a.mask.hi(i);
+    const AttentionSeq seq = a.seqs.seq(b);
+    if (i >= seq.len_q) continue;
+    const int64_t lo = seq.mask.lo(i), hi = seq.mask.hi(i);
     A dq[kPer];
 #pragma unroll
     for (int k = 0; k < kPer; ++k) dq[k] = 0;
     const A lse_i = lo < hi ? a.lse[r] : A(INFINITY);
     if (lse_i != A(INFINITY)) {  // lse = +inf: the forward saw nothing, P = 0 everywhere
-      const T* qi = at(a.q, a.qs, b, i, h);
-      const T* gi = at(a.go, a.gos, b, i, h);
+      const T* qi = at(a.q, a.qs, b, seq.q0 + i, h);
+      const T* gi = at(a.go, a.gos, b, seq.q0 + i, h);
       A qv[kPer], gv[kPer];
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
@@ -1358,8 +1387,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_dq_kernel(const Bwd<T> 
       }
       const A di = a.delta[r];
       const int64_t g = h / a.group;
-      const T* kj = at(a.k, a.ks, b, lo, g);
-      const T* vj = at(a.v, a.vs, b, lo, g);
+      const T* kj = at(a.k, a.ks, b, seq.k0 + lo, g);
+      const T* vj = at(a.v, a.vs, b, seq.k0 + lo, g);
       for (int64_t j = lo; j < hi; ++j, kj += a.ks[1], vj += a.vs[1]) {
         A qk = 0, dp = 0, kv[kPer];
 #pragma unroll
@@ -1377,7 +1406,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_dq_kernel(const Bwd<T> 
         for (int k = 0; k < kPer; ++k) dq[k] += ds * kv[k];
       }
     }
-    T* dqi = at(a.gq, a.gqs, b, i, h);
+    T* dqi = at(a.gq, a.gqs, b, seq.q0 + i, h);
 #pragma unroll
     for (int k = 0; k < kPer; ++k)
       if (lane + 32 * k < D) dqi[lane + 32 * k] = from_acc<T>(dq[k]);
@@ -1393,13 +1422,15 @@ __global__ void __launch_bounds__(kWarps * 32) attention_dkv_kernel(const Bwd<T>
   const int64_t rows = a.batch * a.heads_kv * a.seqlen_k;
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
     const int64_t j = r % a.seqlen_k, bg = r / a.seqlen_k, g = bg % a.heads_kv, b = bg / a.heads_kv;
-    const int64_t qlo = a.mask.q_lo(j), qhi = a.mask.q_hi(j);
+    const AttentionSeq seq = a.seqs.seq(b);
+    if (j >= seq.len_k) continue;
+    const int64_t qlo = seq.mask.q_lo(j), qhi = seq.mask.q_hi(j);
     A dk[kPer], dv[kPer];
 #pragma unroll
     for (int k = 0; k < kPer; ++k) dk[k] = 0, dv[k] = 0;
     if (qlo < qhi) {  // q, grad_o, lse are read only here: with no query they may be NULL
-      const T* kj = at(a.k, a.ks, b, j, g);
-      const T* vj = at(a.v, a.vs, b, j, g);
+      const T* kj = at(a.k, a.ks, b, seq.k0 + j, g);
+      const T* vj = at(a.v, a.vs, b, seq.k0 + j, g);
       A kv[kPer], vv[kPer];
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
@@ -1409,8 +1440,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_dkv_kernel(const Bwd<T>
       }
       for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
         const int64_t row0 = (b * a.heads_q + h) * a.seqlen_q;  // lse / delta index of query 0
-        const T* qi = at(a.q, a.qs, b, qlo, h);
-        const T* gi = at(a.go, a.gos, b, qlo, h);
+        const T* qi = at(a.q, a.qs, b, seq.q0 + qlo, h);
+        const T* gi = at(a.go, a.gos, b, seq.q0 + qlo, h);
         for (int64_t i = qlo; i < qhi; ++i, qi += a.qs[1], gi += a.gos[1]) {
           const A lse_i = a.lse[row0 + i];
           if (lse_i == A(INFINITY)) continue;  // uniform: the forward saw nothing, P = 0
@@ -1432,8 +1463,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_dkv_kernel(const Bwd<T>
         }
       }
     }
-    T* dkj = at(a.gk, a.gks, b, j, g);
-    T* dvj = at(a.gv, a.gvs, b, j, g);
+    T* dkj = at(a.gk, a.gks, b, seq.k0 + j, g);
+    T* dvj = at(a.gv, a.gvs, b, seq.k0 + j, g);
 #pragma unroll
     for (int k = 0; k < kPer; ++k)
       if (lane + 32 * k < D) dkj[lane + 32 * k] = from_acc<T>(dk[k]), dvj[lane + 32 * k] = from_acc<T>(dv[k]);

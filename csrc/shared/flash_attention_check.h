@@ -48,6 +48,41 @@ AttentionMask attention_mask(const P* p) {
                        p->causal ? 0 : bound(p->window_right), p->seqlen_q, p->seqlen_k};
 }
 
+// Sequence b of a batch: its queries are rows [q0, q0 + len_q) of q and o,
+// its keys rows [k0, k0 + len_k) of k and v (fixed lengths: q0 = k0 = 0 in
+// batch b's slice), and its mask, aligned to its own lengths.
+struct AttentionSeq {
+  int64_t q0, k0, len_q, len_k;
+  AttentionMask mask;
+};
+
+// Where the sequences lie: fixed lengths (cu_q == NULL), or packed by offsets
+// (varlen). Offsets are clamped into the packed rows and the maxima, so
+// CUDA kernels, which cannot report bad ones, stay inside the tensors.
+struct AttentionBatch {
+  const int32_t* cu_q;
+  const int32_t* cu_k;
+  int64_t total_q, total_k;
+  AttentionMask mask;  // over seqlen_q x seqlen_k (varlen: the maxima)
+  int top_left;
+
+  TC_HD static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+  TC_HD AttentionSeq seq(int64_t b) const {
+    if (!cu_q) return {0, 0, mask.seqlen_q, mask.seqlen_k, mask};
+    const int64_t q0 = clamp(cu_q[b], 0, total_q), k0 = clamp(cu_k[b], 0, total_k);
+    const int64_t lq = clamp(int64_t(cu_q[b + 1]) - q0, 0, total_q - q0 < mask.seqlen_q ? total_q - q0 : mask.seqlen_q);
+    const int64_t lk = clamp(int64_t(cu_k[b + 1]) - k0, 0, total_k - k0 < mask.seqlen_k ? total_k - k0 : mask.seqlen_k);
+    AttentionMask m = mask;
+    m.shift = top_left ? 0 : lk - lq, m.seqlen_q = lq, m.seqlen_k = lk;
+    return {q0, k0, lq, lk, m};
+  }
+};
+
+template <class P>
+AttentionBatch attention_batch(const P* p) {
+  return AttentionBatch{p->cu_seqlens_q, p->cu_seqlens_k, p->total_q, p->total_k, attention_mask(p), p->top_left};
+}
+
 // s = scale * dot, or softcap * tanh(scale * dot / softcap). With softcap the
 // backward multiplies dS by ds/d(scale * dot) = 1 - (s / softcap)^2.
 template <class A>
@@ -86,6 +121,35 @@ tc_status flash_attention_check_common(const char* op, const P* p) {
   for (int d = 0; d < 3; ++d)
     TC_REQUIRE(p->q_stride[d] >= 0 && p->k_stride[d] >= 0 && p->v_stride[d] >= 0 && p->o_stride[d] >= 0,
                "%s: negative stride", op);
+  TC_REQUIRE(!p->cu_seqlens_q == !p->cu_seqlens_k, "%s: cu_seqlens_q and cu_seqlens_k must be both set or both NULL",
+             op);
+  TC_REQUIRE(!p->cu_seqlens_q || (p->total_q >= 0 && p->total_k >= 0), "%s: negative total_q or total_k", op);
+  return TC_OK;
+}
+
+// The CPU reads the offsets, so it checks them (CUDA clamps: AttentionBatch).
+template <class P>
+tc_status flash_attention_check_offsets(const char* op, const P* p) {
+  if (!p->cu_seqlens_q) return TC_OK;
+  const struct {
+    const char* name;
+    const int32_t* cu;
+    int64_t total, max;
+    const char* max_name;
+  } sides[2] = {{"cu_seqlens_q", p->cu_seqlens_q, p->total_q, p->seqlen_q, "seqlen_q"},
+                {"cu_seqlens_k", p->cu_seqlens_k, p->total_k, p->seqlen_k, "seqlen_k"}};
+  for (const auto& s : sides) {
+    TC_REQUIRE(s.cu[0] >= 0, "%s: %s[0] must be >= 0, got %d", op, s.name, int(s.cu[0]));
+    for (int64_t b = 0; b < p->batch; ++b) {
+      const int64_t len = int64_t(s.cu[b + 1]) - s.cu[b];
+      TC_REQUIRE(len >= 0, "%s: %s must be non-decreasing, got %d after %d", op, s.name, int(s.cu[b + 1]),
+                 int(s.cu[b]));
+      TC_REQUIRE(len <= s.max, "%s: sequence %lld has length %lld, above %s (%lld)", op, (long long)b,
+                 (long long)len, s.max_name, (long long)s.max);
+    }
+    TC_REQUIRE(s.cu[p->batch] <= s.total, "%s: %s ends at %d, past the %lld packed rows", op, s.name,
+               int(s.cu[p->batch]), (long long)s.total);
+  }
   return TC_OK;
 }
 

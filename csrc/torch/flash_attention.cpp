@@ -3,6 +3,10 @@
 // dim is contiguous (so torch's [B, H, S, D] layout, transposed, costs no
 // copy); outputs are fresh contiguous tensors: o [B, Sq, Hq, D], lse
 // [B, Hq, Sq] float32 (float64 for float64), the gradients like q, k, v.
+// Variable lengths (cu_seqlens_q/k, int32 [B + 1], with max_seqlen_q/k):
+// q [total_q, Hq, D], k and v [total_k, Hkv, D], packed; lse [B, Hq,
+// max_seqlen_q]. Rows in no sequence come out 0 (o, gradients) and +inf
+// (lse): the core leaves them unwritten.
 #include <cmath>
 
 #include "tinycuda/flash_attention.h"
@@ -48,26 +52,98 @@ double resolve_scale(const Shape& s, std::optional<double> scale) {
   return scale ? *scale : s.head_dim > 0 ? 1.0 / std::sqrt(double(s.head_dim)) : 1.0;
 }
 
+// The packed batch of a varlen call (cu == nullptr: fixed lengths), its
+// tensors as [1, total, heads, D] views for check_shapes and the strides.
+struct Varlen {
+  const int32_t* cu_q = nullptr;
+  const int32_t* cu_k = nullptr;
+  int64_t batch = 0, max_q = 0, max_k = 0, total_q = 0, total_k = 0;
+};
+
+Varlen varlen_of(const char* op, const at::Tensor& q, const std::optional<at::Tensor>& cu_q,
+                 const std::optional<at::Tensor>& cu_k, int64_t max_q, int64_t max_k, at::Tensor (&keep)[2]) {
+  TC_CHECK(cu_q.has_value() == cu_k.has_value(), op, "cu_seqlens_q and cu_seqlens_k must be given together");
+  if (!cu_q) {
+    TC_CHECK(max_q == -1 && max_k == -1, op, "max_seqlen_q and max_seqlen_k are read only with cu_seqlens_q/k");
+    return {};
+  }
+  for (const Arg& a : {Arg{"cu_seqlens_q", *cu_q}, Arg{"cu_seqlens_k", *cu_k}}) {
+    TC_CHECK(a.t.scalar_type() == at::kInt && a.t.dim() == 1 && a.t.numel() >= 1, op,
+             "%s must be a 1-D int32 tensor of batch + 1 offsets, got %s %s", a.name, dtype_str(a.t),
+             shape_str(a.t.sizes()).c_str());
+    TC_CHECK(a.t.device() == q.device(), op, "%s is on %s but q is on %s", a.name, a.t.device().str().c_str(),
+             q.device().str().c_str());
+  }
+  TC_CHECK(cu_q->numel() == cu_k->numel(), op, "cu_seqlens_q has %lld entries but cu_seqlens_k has %lld",
+           (long long)cu_q->numel(), (long long)cu_k->numel());
+  TC_CHECK(max_q >= 0 && max_k >= 0, op,
+           "max_seqlen_q and max_seqlen_k (the longest sequences) must be given with cu_seqlens, got %lld, %lld",
+           (long long)max_q, (long long)max_k);
+  keep[0] = cu_q->contiguous(), keep[1] = cu_k->contiguous();
+  return {keep[0].data_ptr<int32_t>(), keep[1].data_ptr<int32_t>(), cu_q->numel() - 1, max_q, max_k};
+}
+
+// q, k, v as the core reads them: 4-D views (varlen: [1, total, heads, D]),
+// and the problem's shape.
+struct Inputs {
+  at::Tensor q, k, v;
+  Shape s;
+};
+
+Inputs inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, Varlen& vl) {
+  if (!vl.cu_q) {
+    const Shape s = check_shapes(op, q, k, v);  // first: rows() reads dim 3
+    return {rows(q), rows(k), rows(v), s};
+  }
+  for (const Arg& a : {Arg{"q", q}, Arg{"k", k}, Arg{"v", v}})
+    TC_CHECK(a.t.dim() == 3, op, "%s must be 3-D [total, heads, head_dim] with cu_seqlens, got shape %s", a.name,
+             shape_str(a.t.sizes()).c_str());
+  Shape s = check_shapes(op, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0));
+  vl.total_q = s.seqlen_q, vl.total_k = s.seqlen_k;
+  s.batch = vl.batch, s.seqlen_q = vl.max_q, s.seqlen_k = vl.max_k;
+  return {rows(q.unsqueeze(0)), rows(k.unsqueeze(0)), rows(v.unsqueeze(0)), s};
+}
+
+// An output like t (varlen: zeros, its rows in no sequence stay 0) and its 4-D view.
+std::pair<at::Tensor, at::Tensor> output(const at::Tensor& t, const Varlen& vl) {
+  if (!vl.cu_q) {
+    at::Tensor o = empty_contiguous(t.sizes(), t);
+    return {o, o};
+  }
+  at::Tensor o = at::zeros(t.sizes(), t.options());
+  return {o, o.unsqueeze(0)};
+}
+
+template <class P>
+void set_varlen(P& p, const Varlen& vl) {
+  p.cu_seqlens_q = vl.cu_q, p.cu_seqlens_k = vl.cu_k, p.total_q = vl.total_q, p.total_k = vl.total_k;
+}
+
 std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
                                                    bool causal, std::optional<double> scale, int64_t window_left,
                                                    int64_t window_right, double softcap, bool top_left,
-                                                   int64_t algo) {
+                                                   const std::optional<at::Tensor>& cu_seqlens_q,
+                                                   const std::optional<at::Tensor>& cu_seqlens_k,
+                                                   int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo) {
   const char* op = "flash_attention";
   check_args(op, {{"q", q_}, {"k", k_}, {"v", v_}});
-  const Shape s = check_shapes(op, q_, k_, v_);
+  at::Tensor keep[2];
+  Varlen vl = varlen_of(op, q_, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, keep);
+  const auto [q, k, v, s] = inputs(op, q_, k_, v_, vl);
   TC_CHECK(softcap >= 0 && std::isfinite(softcap), op, "softcap must be >= 0 and finite, got %g", softcap);
   TC_CHECK(!scale || std::isfinite(*scale), op, "scale must be finite, got %g", *scale);
-  const at::Tensor q = rows(q_), k = rows(k_), v = rows(v_);
-  at::Tensor o = empty_contiguous(q.sizes(), q);
-  at::Tensor lse = at::empty({s.batch, s.heads_q, s.seqlen_q},
-                             q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  const auto [o, o4] = output(q_, vl);
+  const auto lse_opts = q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  at::Tensor lse = vl.cu_q ? at::full({s.batch, s.heads_q, s.seqlen_q}, INFINITY, lse_opts)
+                           : at::empty({s.batch, s.heads_q, s.seqlen_q}, lse_opts);
   tc_flash_attention_params p{.batch = s.batch, .seqlen_q = s.seqlen_q, .seqlen_k = s.seqlen_k,
                               .heads_q = s.heads_q, .heads_kv = s.heads_kv, .head_dim = s.head_dim,
-                              .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(), .o = o.data_ptr(),
+                              .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(), .o = o4.data_ptr(),
                               .lse = lse.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
                               .causal = causal, .top_left = top_left, .window_left = window_left,
                               .window_right = window_right, .algo = algo_of(op, algo)};
-  strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
+  set_varlen(p, vl);
+  strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o4, p.o_stride);
   call(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, p);
   return {o, lse};
 }
@@ -75,10 +151,13 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out_, const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
     const at::Tensor& out_, const at::Tensor& lse_, bool causal, std::optional<double> scale, int64_t window_left,
-    int64_t window_right, double softcap, bool top_left, int64_t algo) {
+    int64_t window_right, double softcap, bool top_left, const std::optional<at::Tensor>& cu_seqlens_q,
+    const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo) {
   const char* op = "flash_attention_backward";
   check_args(op, {{"grad_out", grad_out_}, {"q", q_}, {"k", k_}, {"v", v_}, {"out", out_}});
-  const Shape s = check_shapes(op, q_, k_, v_);
+  at::Tensor keep[2];
+  Varlen vl = varlen_of(op, q_, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, keep);
+  const auto [q, k, v, s] = inputs(op, q_, k_, v_, vl);
   check_same_shape(op, {"out", out_}, {"q", q_});
   check_same_shape(op, {"grad_out", grad_out_}, {"q", q_});
   const auto acc = q_.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -88,20 +167,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
   TC_CHECK(lse_.sizes() == at::IntArrayRef({s.batch, s.heads_q, s.seqlen_q}), op,
            "lse must have shape [%lld, %lld, %lld], got %s", (long long)s.batch, (long long)s.heads_q,
            (long long)s.seqlen_q, shape_str(lse_.sizes()).c_str());
-  const at::Tensor q = rows(q_), k = rows(k_), v = rows(v_), o = rows(out_), g = rows(grad_out_);
+  const at::Tensor o = rows(vl.cu_q ? out_.unsqueeze(0) : out_), g = rows(vl.cu_q ? grad_out_.unsqueeze(0) : grad_out_);
   const at::Tensor lse = lse_.contiguous();
-  at::Tensor gq = empty_contiguous(q.sizes(), q), gk = empty_contiguous(k.sizes(), k),
-             gv = empty_contiguous(v.sizes(), v);
+  const auto [gq, gq4] = output(q_, vl);
+  const auto [gk, gk4] = output(k_, vl);
+  const auto [gv, gv4] = output(v_, vl);
   tc_flash_attention_backward_params p{
       .batch = s.batch, .seqlen_q = s.seqlen_q, .seqlen_k = s.seqlen_k, .heads_q = s.heads_q,
       .heads_kv = s.heads_kv, .head_dim = s.head_dim, .q = q.data_ptr(), .k = k.data_ptr(), .v = v.data_ptr(),
-      .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq.data_ptr(),
-      .grad_k = gk.data_ptr(), .grad_v = gv.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
+      .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq4.data_ptr(),
+      .grad_k = gk4.data_ptr(), .grad_v = gv4.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
       .causal = causal, .top_left = top_left, .window_left = window_left, .window_right = window_right,
       .algo = algo_of(op, algo)};
+  set_varlen(p, vl);
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
-  strides(g, p.grad_o_stride), strides(gq, p.grad_q_stride), strides(gk, p.grad_k_stride),
-      strides(gv, p.grad_v_stride);
+  strides(g, p.grad_o_stride), strides(gq4, p.grad_q_stride), strides(gk4, p.grad_k_stride),
+      strides(gv4, p.grad_v_stride);
   call_with_workspace(op, q, tc_flash_attention_backward_cpu, tc_flash_attention_backward_cuda,
                       tc_flash_attention_backward_workspace_size, p);
   return {gq, gk, gv};
@@ -117,11 +198,13 @@ void impls(M& m) {
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def(
       "flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, int window_left=-1, "
-      "int window_right=-1, float softcap=0.0, bool top_left=False, *, int algo=0) -> (Tensor, Tensor)");
+      "int window_right=-1, float softcap=0.0, bool top_left=False, Tensor? cu_seqlens_q=None, "
+      "Tensor? cu_seqlens_k=None, int max_seqlen_q=-1, int max_seqlen_k=-1, *, int algo=0) -> (Tensor, Tensor)");
   m.def(
       "flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-      "bool causal, float? scale, int window_left, int window_right, float softcap, bool top_left, *, int algo=0) "
-      "-> (Tensor, Tensor, Tensor)");
+      "bool causal, float? scale, int window_left, int window_right, float softcap, bool top_left, "
+      "Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, int max_seqlen_q=-1, int max_seqlen_k=-1, *, "
+      "int algo=0) -> (Tensor, Tensor, Tensor)");
 }
 
 TC_REGISTER_IMPLS(impls)

@@ -11,22 +11,37 @@ from ._fake import register_fake
 __all__ = ["flash_attention", "scaled_dot_product_attention"]
 
 
-def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, deterministic=False):
+def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, cu_seqlens_q=None,
+                    cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, deterministic=False):
     """softmax(q k^T * scale) v per (batch, head): q [B, Sq, Hq, D], k and v
     [B, Sk, Hkv, D] with Hq a multiple of Hkv (grouped-query attention).
     causal: query i sees keys up to i + Sk - Sq (aligned bottom-right, as
     FlashAttention); window (left, right): only keys within that many of the
     diagonal (-1: no bound); softcap > 0: logits capped to softcap *
     tanh(logit / softcap). A query that sees no key gets zeros. scale: 1 / sqrt(D)
-    by default. deterministic: FlashAttention's flag, accepted for its
-    signature; every backward here is deterministic (no atomics: dQ and dK/dV
-    each have one owner that adds in a fixed order), so both values give
-    bit-identical gradients run to run. (The CUDA kernels' kept variants:
-    tinycuda.variants.)"""
+    by default.
+
+    Variable lengths (FlashAttention's varlen): q [total_q, Hq, D], k and v
+    [total_k, Hkv, D] hold the batch's sequences packed, sequence b being rows
+    cu_seqlens_q[b]:cu_seqlens_q[b+1] of q and cu_seqlens_k[b]:cu_seqlens_k[b+1]
+    of k and v (int32 [B + 1] on q's device); max_seqlen_q and max_seqlen_k,
+    ints, are the longest lengths (they size the launch; given, as in
+    FlashAttention, since reading them off the device would synchronize).
+    Masks and causal alignment hold per sequence; rows in no sequence come out 0.
+
+    deterministic: FlashAttention's flag, accepted for its signature; every
+    backward here is deterministic (no atomics: dQ and dK/dV each have one
+    owner that adds in a fixed order), so both values give bit-identical
+    gradients run to run. (The CUDA kernels' kept variants: tinycuda.variants.)"""
+    op = "tinycuda::flash_attention"
     if not isinstance(deterministic, bool):
-        raise TypeError(f"tinycuda::flash_attention: deterministic must be a bool, got {type(deterministic).__name__}")
+        raise TypeError(f"{op}: deterministic must be a bool, got {type(deterministic).__name__}")
+    if cu_seqlens_q is not None and (max_seqlen_q is None or max_seqlen_k is None):
+        raise ValueError(f"{op}: max_seqlen_q and max_seqlen_k must be given with cu_seqlens_q/k")
     left, right = window
-    return torch.ops.tinycuda.flash_attention(q, k, v, causal, scale, left, right, softcap)[0]
+    return torch.ops.tinycuda.flash_attention(
+        q, k, v, causal, scale, left, right, softcap, False, cu_seqlens_q, cu_seqlens_k,
+        -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k)[0]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -61,15 +76,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 scaled_dot_product_attention.runs = "flash_attention"  # the op under it (tests/test_build.py)
 
 
-def _check_shapes(op, q, k, v):
+def _check_shapes(op, q, k, v, cu_q):
+    """The batch, Hq and Sq of the problem (varlen: len(cu_q) - 1 and max_seqlen_q come from the caller)."""
+    rank, layout = (3, "[total, heads, head_dim]") if cu_q is not None else (4, "[batch, seqlen, heads, head_dim]")
     for name, t in (("q", q), ("k", k), ("v", v)):
-        torch._check(t.dim() == 4, lambda: f"tinycuda::{op}: {name} must be 4-D [batch, seqlen, heads, head_dim]")
+        torch._check(t.dim() == rank, lambda: f"tinycuda::{op}: {name} must be {rank}-D {layout}")
     torch._check(k.shape == v.shape, lambda: f"tinycuda::{op}: v has shape {list(v.shape)} but k has shape "
                                              f"{list(k.shape)}")
-    torch._check(q.shape[0] == k.shape[0], lambda: f"tinycuda::{op}: q and k must have the same batch")
-    torch._check(q.shape[3] == k.shape[3], lambda: f"tinycuda::{op}: q and k must have the same head_dim")
-    torch._check(q.shape[2] % k.shape[2] == 0 if k.shape[2] else q.shape[2] == 0,
+    torch._check(rank == 3 or q.shape[0] == k.shape[0], lambda: f"tinycuda::{op}: q and k must have the same batch")
+    torch._check(q.shape[-1] == k.shape[-1], lambda: f"tinycuda::{op}: q and k must have the same head_dim")
+    torch._check(q.shape[-2] % k.shape[-2] == 0 if k.shape[-2] else q.shape[-2] == 0,
                  lambda: f"tinycuda::{op}: q's heads must be a multiple of k's and v's heads")
+
+
+def _lse_shape(q, cu_q, max_q):
+    return (cu_q.shape[0] - 1, q.shape[1], max_q) if cu_q is not None else (q.shape[0], q.shape[2], q.shape[1])
 
 
 def _lse_dtype(q):
@@ -77,20 +98,21 @@ def _lse_dtype(q):
 
 
 @register_fake("tinycuda::flash_attention")
-def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, softcap, top_left, algo):
-    _check_shapes("flash_attention", q, k, v)
-    b, sq, hq, _ = q.shape
-    return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=_lse_dtype(q))
+def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, softcap, top_left, cu_seqlens_q=None,
+                          cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1, algo=0):
+    _check_shapes("flash_attention", q, k, v, cu_seqlens_q)
+    return q.new_empty(q.shape), q.new_empty(_lse_shape(q, cu_seqlens_q, max_seqlen_q), dtype=_lse_dtype(q))
 
 
 @register_fake("tinycuda::flash_attention_backward")
 def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
-                                   top_left, algo=0):
+                                   top_left, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1,
+                                   algo=0):
     op = "tinycuda::flash_attention_backward"
-    _check_shapes("flash_attention_backward", q, k, v)
-    b, sq, hq, _ = q.shape
-    torch._check(lse.shape == (b, hq, sq) and lse.dtype == _lse_dtype(q),
-                 lambda: f"{op}: lse must be a {_lse_dtype(q)} tensor of shape [{b}, {hq}, {sq}], got {lse.dtype} "
+    _check_shapes("flash_attention_backward", q, k, v, cu_seqlens_q)
+    shape = _lse_shape(q, cu_seqlens_q, max_seqlen_q)
+    torch._check(lse.shape == shape and lse.dtype == _lse_dtype(q),
+                 lambda: f"{op}: lse must be a {_lse_dtype(q)} tensor of shape {list(shape)}, got {lse.dtype} "
                          f"{list(lse.shape)}")
     torch._check(out.shape == q.shape and grad_out.shape == q.shape,
                  lambda: f"{op}: out and grad_out must have q's shape {list(q.shape)}")
@@ -100,7 +122,8 @@ def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, w
 # The forward's options after q, k, v, in the schema's order, with its defaults (read once): what the
 # backward is called with, for any the caller left out.
 _DEFAULTS = {a.name: a.default_value for a in torch.ops.tinycuda.flash_attention.default._schema.arguments
-             if a.name in ("causal", "scale", "window_left", "window_right", "softcap", "top_left")}
+             if not a.kwarg_only and a.name not in ("q", "k", "v")}
+_OFFSETS = ("cu_seqlens_q", "cu_seqlens_k")  # tensors: saved for backward, not kept on ctx
 
 
 def _setup(ctx, inputs, keyword_only_inputs, output):
@@ -108,19 +131,18 @@ def _setup(ctx, inputs, keyword_only_inputs, output):
     out, lse = output
     ctx.mark_non_differentiable(lse)
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(q, k, v, out, lse)
-    ctx.args = {**_DEFAULTS, **dict(zip(_DEFAULTS, rest))}
+    args = {**_DEFAULTS, **dict(zip(_DEFAULTS, rest))}
+    ctx.save_for_backward(q, k, v, out, lse, *(args.pop(name) for name in _OFFSETS))
+    ctx.args = args
     ctx.algo = keyword_only_inputs.get("algo", 0)  # a variant's backward runs the same algo
 
 
 def _backward(ctx, grad, _grad_lse):
     if grad is None:
         return None, None, None, *(None,) * (len(ctx.needs_input_grad) - 3)
-    q, k, v, out, lse = ctx.saved_tensors
-    a = ctx.args
-    gq, gk, gv = torch.ops.tinycuda.flash_attention_backward(grad, q, k, v, out, lse, a["causal"], a["scale"],
-                                                             a["window_left"], a["window_right"], a["softcap"],
-                                                             a["top_left"], algo=ctx.algo)
+    q, k, v, out, lse, *offsets = ctx.saved_tensors
+    gq, gk, gv = torch.ops.tinycuda.flash_attention_backward(grad, q, k, v, out, lse, **ctx.args,
+                                                             **dict(zip(_OFFSETS, offsets)), algo=ctx.algo)
     return gq, gk, gv, *(None,) * (len(ctx.needs_input_grad) - 3)
 
 

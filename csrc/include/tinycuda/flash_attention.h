@@ -19,6 +19,20 @@
  * transpose(1, 2)) are both read in place. lse: [batch, heads_q, seqlen_q]
  * contiguous, float (double for double). Accumulation in float (double).
  *
+ * Variable lengths (cu_seqlens_q and cu_seqlens_k set, FlashAttention's
+ * varlen): q, o hold total_q packed rows, k, v total_k; sequence b is rows
+ * [cu_seqlens_q[b], cu_seqlens_q[b+1]) of q (its keys likewise of k), so
+ * Q(b, i, h, :) = q[(cu_seqlens_q[b] + i)*q_stride[1] + h*q_stride[2] + :]
+ * (the batch strides are ignored). seqlen_q and seqlen_k are the longest
+ * sequences (FlashAttention's max_seqlen), the mask and causal alignment hold
+ * per sequence, and lse keeps its [batch, heads_q, seqlen_q] layout (row i of
+ * sequence b at i < its length). Rows of o, lse and the gradients that lie in
+ * no sequence are not written. The offsets are int32 [batch + 1] arrays on the
+ * kernel's device, non-decreasing, ending at most at total_q (total_k), each
+ * length at most seqlen_q (seqlen_k): the CPU returns an error otherwise; CUDA
+ * cannot check without a synchronization and clamps them into those bounds,
+ * so bad offsets read and write nothing outside the tensors.
+ *
  * Backward, from the saved O and lse (no P kept):
  *   D_i = <dO_i, O_i>,  dP_ij = <dO_i, V_j>,  dS_ij = P_ij (dP_ij - D_i)
  *   dV_j = sum_i P_ij dO_i,  dQ_i = scale * sum_j dS'_ij K_j,  dK_j = scale * sum_i dS'_ij Q_i
@@ -59,6 +73,9 @@ typedef struct {
   int causal;
   int top_left;
   int64_t window_left, window_right;
+  const int32_t* cu_seqlens_q; /* NULL: fixed lengths; else both set (varlen, above) */
+  const int32_t* cu_seqlens_k;
+  int64_t total_q, total_k;    /* varlen: the packed rows of q (and o), of k and v */
   tc_attention_algo algo;
   void* stream;
 } tc_flash_attention_params;
@@ -88,6 +105,9 @@ typedef struct {
   int causal;
   int top_left;
   int64_t window_left, window_right;
+  const int32_t* cu_seqlens_q; /* NULL: fixed lengths; else both set (varlen, above) */
+  const int32_t* cu_seqlens_k;
+  int64_t total_q, total_k;    /* varlen: the packed rows of q (and o), of k and v */
   tc_attention_algo algo;
   void* workspace;     /* CUDA: D_i, [batch, heads_q, seqlen_q] float (double) */
   size_t workspace_bytes;
