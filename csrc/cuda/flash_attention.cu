@@ -549,24 +549,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
       if (wrow + g + 8 * r <= last) lse[wrow + g + 8 * r] = row_lse[r];
 }
 
-// The largest dynamic shared memory a block may opt into on the current
-// device (asked once per device); 0 when it cannot be asked.
-inline int smem_optin() {
-  static std::atomic<int> known[64];
-  int dev = 0, v = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  if (dev >= 0 && dev < 64 && (v = known[dev].load(std::memory_order_relaxed)) != 0) return v;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  if (dev >= 0 && dev < 64) known[dev].store(v, std::memory_order_relaxed);
-  return v;
-}
-
 // Why the MMA kernel cannot run this problem, or nullptr when it can.
 template <class T>
 const char* blocker(const tc_flash_attention_params* p) {
@@ -589,15 +571,8 @@ template <class T, int D>
 tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream) {
   auto kernel = attention_mma_kernel<T, D>;
   constexpr size_t smem = kSmemBytes<D>;
-  int dev = 0;
-  TC_RETURN_IF_ERROR(cuda_status(op, "cudaGetDevice", cudaGetDevice(&dev)));
-  static std::atomic<uint64_t> smem_set{0};  // bit d: the attribute is set on device d
-  if (dev < 0 || dev >= 64 || !(smem_set.load(std::memory_order_relaxed) >> dev & 1)) {
-    TC_RETURN_IF_ERROR(cuda_status(
-        op, "setting shared memory",
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))));
-    if (dev >= 0 && dev < 64) smem_set.fetch_or(uint64_t(1) << dev, std::memory_order_relaxed);
-  }
+  static std::atomic<uint64_t> smem_set{0};
+  TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, smem, smem_set));
   const int64_t q_tiles = (a.seqlen_q + kBlockM - 1) / kBlockM, blocks = a.batch * a.heads_q * q_tiles;
   TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d query rows are too many for one launch", op,
              (long long)blocks, kBlockM);
@@ -625,6 +600,33 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream) {
 //   dQ += dS K      A = dS from the dP accumulators; B = K tile via .trans
 // dkv's query tile: 32 at D = 128 keeps dK, dV, S^T, dP^T in 253 registers (64: 255 and 80-104 B of
 // spills; worth timing both)
+// The backward's paired products on one warp's 16 rows: c1 = A1 B1^T and
+// c2 = A2 B2^T (S and dP), A1, A2 16 x D rows at ldmatrix addresses a1, a2
+// (bytes, this lane's row), B1, B2 [N][D] tiles as they lie at b1, b2, b_off
+// this lane's ldmatrix offset in them; rows kPitch<D> apart. The two share
+// the loop so each k step's four ldmatrix feed N / 4 mma.
+template <class T, int N, int D>
+__device__ __forceinline__ void two_products(float (&c1)[N / 8][4], float (&c2)[N / 8][4], uint32_t a1, uint32_t a2,
+                                             uint32_t b1, uint32_t b2, uint32_t b_off) {
+  constexpr int P = kPitch<D>;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t x1[4], x2[4];
+    ldsm_x4<false>(x1, a1 + kk * 32);
+    ldsm_x4<false>(x2, a2 + kk * 32);
+#pragma unroll
+    for (int nt = 0; nt < N / 16; ++nt) {
+      uint32_t y1[4], y2[4];
+      ldsm_x4<false>(y1, b1 + b_off + (nt * 16 * P + kk * 16) * 2);
+      ldsm_x4<false>(y2, b2 + b_off + (nt * 16 * P + kk * 16) * 2);
+      mma_16816<T>(c1[2 * nt], x1, y1[0], y1[1]);
+      mma_16816<T>(c1[2 * nt + 1], x1, y1[2], y1[3]);
+      mma_16816<T>(c2[2 * nt], x2, y2[0], y2[1]);
+      mma_16816<T>(c2[2 * nt + 1], x2, y2[2], y2[3]);
+    }
+  }
+}
+
 template <int D> constexpr int kBwdBlockM = D <= 64 ? 64 : 32;
 template <int D> constexpr int kBwdSplit = D <= 128 ? 1 : 2;     // warps sharing a key row (d split)
 template <int D> constexpr int kDkvThreads = kThreads * kBwdSplit<D>;
@@ -753,22 +755,7 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
     // S^T = K Q^T and dP^T = V dO^T: [nt] is query tile nt (8 queries),
     // key rows g / g + 8, queries 2qd, 2qd + 1
     float s[BM / 8][4] = {}, dp[BM / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ka[4], va[4];
-      ldsm_x4<false>(ka, k_addr + kk * 32);
-      ldsm_x4<false>(va, v_addr + kk * 32);
-#pragma unroll
-      for (int nt = 0; nt < BM / 16; ++nt) {
-        uint32_t qb[4], gb[4];
-        ldsm_x4<false>(qb, q_tile + b_off + (nt * 16 * P + kk * 16) * 2);
-        ldsm_x4<false>(gb, g_tile + b_off + (nt * 16 * P + kk * 16) * 2);
-        mma_16816<T>(s[2 * nt], ka, qb[0], qb[1]);
-        mma_16816<T>(s[2 * nt + 1], ka, qb[2], qb[3]);
-        mma_16816<T>(dp[2 * nt], va, gb[0], gb[1]);
-        mma_16816<T>(dp[2 * nt + 1], va, gb[2], gb[3]);
-      }
-    }
+    two_products<T, BM, D>(s, dp, k_addr, v_addr, q_tile, g_tile, b_off);
 
     // P^T = exp(logit(S^T) - lse_i) (0 outside the band: a per-element test
     // only in tiles crossing its edge), dS^T = P^T (dP^T - delta_i) dcap.
@@ -940,22 +927,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd
 
     // S = Q K^T, dP = dO V^T: [nt] is key tile nt, rows g / g + 8, keys 2qd, 2qd + 1
     float s[BN / 8][4] = {}, dp[BN / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4], ga[4];
-      ldsm_x4<false>(qa, q_addr + kk * 32);
-      ldsm_x4<false>(ga, g_addr + kk * 32);
-#pragma unroll
-      for (int nt = 0; nt < BN / 16; ++nt) {
-        uint32_t kb[4], vb[4];
-        ldsm_x4<false>(kb, k_tile + b_off + (nt * 16 * P + kk * 16) * 2);
-        ldsm_x4<false>(vb, v_tile + b_off + (nt * 16 * P + kk * 16) * 2);
-        mma_16816<T>(s[2 * nt], qa, kb[0], kb[1]);
-        mma_16816<T>(s[2 * nt + 1], qa, kb[2], kb[3]);
-        mma_16816<T>(dp[2 * nt], ga, vb[0], vb[1]);
-        mma_16816<T>(dp[2 * nt + 1], ga, vb[2], vb[3]);
-      }
-    }
+    two_products<T, BN, D>(s, dp, q_addr, g_addr, k_tile, v_tile, b_off);
 
     // dS = P (dP - delta_i) dcap, P = exp(logit(S) - lse_i), 0 outside the band
     auto grads = [&](auto masked) {
@@ -1036,21 +1008,6 @@ const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
   }
 }
 
-// Sets a kernel's dynamic shared memory limit once per device (bit d of `set`).
-template <class K>
-tc_status smem_opt_in(const char* op, K kernel, size_t smem, std::atomic<uint64_t>& set) {
-  int dev = 0;
-  TC_RETURN_IF_ERROR(cuda_status(op, "cudaGetDevice", cudaGetDevice(&dev)));
-  if (dev < 0 || dev >= 64 || !(set.load(std::memory_order_relaxed) >> dev & 1)) {
-    TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
-                                   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        int(smem))));
-    if (dev >= 0 && dev < 64) set.fetch_or(uint64_t(1) << dev, std::memory_order_relaxed);
-  }
-  return TC_OK;
-}
-
-// dQ (rows_q > 0) and dK/dV (rows_k > 0); delta must be in the workspace.
 template <class T, int D>
 tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool rows_k, cudaStream_t stream) {
   if (rows_q) {
@@ -1281,30 +1238,12 @@ bool tensor_map(CUtensorMap* map, const T* x, const int64_t (&s)[3], int64_t row
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Whether the current device runs the kernel: sm_90, an sm_90a cubin in this
-// build (elsewhere its body is compiled out), and the driver's encoder.
-template <class T>
-bool device_ok() {
-  static std::atomic<int8_t> known[64];  // 0 not asked yet, 1 yes, -1 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  int8_t v = known[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    int major = 0;
-    cudaFuncAttributes attr{};
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    major == 9 && cudaFuncGetAttributes(&attr, attention_wgmma_kernel<T, 128>) == cudaSuccess &&
-                    attr.binaryVersion == 90 && tma_encoder() != nullptr;
-    known[dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
-
 // Why the wgmma kernel cannot run this problem (beyond fa2::blocker's rules,
 // which it shares), or nullptr when it can.
 template <class T>
 const char* blocker(const tc_flash_attention_params* p) {
-  if (!device_ok<T>()) return "an sm_90 device and a build with sm_90a";
+  int dev = 0;
+  if (!hopper_runs<attention_wgmma_kernel<T, 128>>(&dev)) return "an sm_90 device and a build with sm_90a";
   if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX ||
       (p->cu_seqlens_q && (p->total_q > INT32_MAX || p->total_k > INT32_MAX)))
     return "sizes below 2^31 (TMA coordinates are 32-bit)";

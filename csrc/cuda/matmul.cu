@@ -509,9 +509,8 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
   const Kernel kernel = kernels[la.k_major][lb.k_major][async];
   const int64_t blocks = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN);
   TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld x %lld output is too large", op, (long long)g.M, (long long)g.N);
-  TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
-                                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      int(kSmemBytes))));
+  static std::atomic<uint64_t> smem_set[2][2][2];
+  TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set[la.k_major][lb.k_major][async]));
   kernel<<<dim3(unsigned(blocks), unsigned(g.batch)), kThreads, kSmemBytes, stream>>>(
       g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb, g.sbk, g.sbn, g.bias, g.C);
   return TC_OK;
@@ -764,37 +763,13 @@ template <class T, bool kTA, bool kTB>
 tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g,
               cudaStream_t stream) {
   auto kernel = gemm_wgmma_kernel<T, kTA, kTB>;
-  static std::atomic<uint64_t> smem_set{0};  // bit d: set on device d
-  if (!(smem_set.load(std::memory_order_relaxed) >> dev & 1)) {
-    TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
-                                   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        int(kSmemBytes))));
-    smem_set.fetch_or(uint64_t(1) << dev, std::memory_order_relaxed);
-  }
+  static std::atomic<uint64_t> smem_set{0};
+  TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
   const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * g.batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
   kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, g.batch, g.bias, g.pre, g.act,
                                                                   g.C);
   return TC_OK;
-}
-
-// Whether the current device (set in *dev) runs the kernel: sm_90 and an
-// sm_90a cubin in this build (elsewhere its body is compiled out). Asked once
-// per device.
-template <class T>
-bool device_ok(int* dev) {
-  static std::atomic<int8_t> known[64];  // 0 not asked yet, 1 yes, -1 no
-  if (cudaGetDevice(dev) != cudaSuccess || *dev < 0 || *dev >= 64) return false;
-  int8_t v = known[*dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    int major = 0;
-    cudaFuncAttributes attr{};
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *dev) == cudaSuccess &&
-                    major == 9 && cudaFuncGetAttributes(&attr, gemm_wgmma_kernel<T, false, false>) == cudaSuccess &&
-                    attr.binaryVersion == 90 && tma_encoder() != nullptr;
-    known[*dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
-  }
-  return v == 1;
 }
 
 // Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
@@ -804,7 +779,9 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ra
   *ran = false;
   // TMA coordinates are 32-bit, and a 0-wide box does not encode
   int dev = 0;
-  if (!device_ok<T>(&dev) || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX || g.K > INT32_MAX) return TC_OK;
+  if (!hopper_runs<gemm_wgmma_kernel<T, false, false>>(&dev) || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX ||
+      g.K > INT32_MAX)
+    return TC_OK;
   const Major ma = major(g.A, g.sam, g.sak, g.sab, g.batch), mb = major(g.B, g.sbn, g.sbk, g.sbb, g.batch);
   CUtensorMap ta, tb;
   if (ma == Major::kNone || mb == Major::kNone ||

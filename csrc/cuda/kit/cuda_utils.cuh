@@ -5,6 +5,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "../../shared/internal.h"
 
 __device__ __forceinline__ float to_acc(float x) { return x; }
@@ -60,6 +63,40 @@ tc_status device_fit(const char* op, Kernel kernel, int threads, DeviceFit* fit)
   if (err == cudaSuccess)
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit->blocks_per_sm, kernel, threads, 0);
   return cuda_status(op, "querying the device", err);
+}
+
+// The largest dynamic shared memory a block may opt into on the current
+// device (asked once per device); 0 when it cannot be asked.
+inline int smem_optin() {
+  static std::atomic<int> known[64];
+  int dev = 0, v = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (dev >= 0 && dev < 64 && (v = known[dev].load(std::memory_order_relaxed)) != 0) return v;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (dev >= 0 && dev < 64) known[dev].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+// Lets `kernel` use `smem` bytes of dynamic shared memory (above the 48 KB
+// default), set once per device: bit d of `set`, the caller's flags for
+// this kernel.
+template <class K>
+tc_status smem_opt_in(const char* op, K kernel, size_t smem, std::atomic<uint64_t>& set) {
+  int dev = 0;
+  TC_RETURN_IF_ERROR(cuda_status(op, "cudaGetDevice", cudaGetDevice(&dev)));
+  if (dev < 0 || dev >= 64 || !(set.load(std::memory_order_relaxed) >> dev & 1)) {
+    TC_RETURN_IF_ERROR(cuda_status(op, "setting shared memory",
+                                   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        int(smem))));
+    if (dev >= 0 && dev < 64) set.fetch_or(uint64_t(1) << dev, std::memory_order_relaxed);
+  }
+  return TC_OK;
 }
 
 // Makes the compiler forget what it knows of p's bits, so that float values

@@ -21,6 +21,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -136,6 +137,25 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
+}
+
+// Whether the current device (set in *dev) runs `Kernel`, a kernel written
+// for sm_90a: an sm_90 device, an sm_90a cubin of it in this build (elsewhere
+// its body is compiled out) and the driver's encoder. Asked once per device.
+template <auto Kernel>
+bool hopper_runs(int* dev) {
+  static std::atomic<int8_t> known[64];  // 0 not asked yet, 1 yes, -1 no
+  if (cudaGetDevice(dev) != cudaSuccess || *dev < 0 || *dev >= 64) return false;
+  int8_t v = known[*dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    cudaFuncAttributes attr{};
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *dev) == cudaSuccess &&
+                    major == 9 && cudaFuncGetAttributes(&attr, Kernel) == cudaSuccess &&
+                    attr.binaryVersion == 90 && tma_encoder() != nullptr;
+    known[*dev].store(v = ok ? 1 : -1, std::memory_order_relaxed);
+  }
+  return v == 1;
 }
 
 // Descriptor of a k-major tile with 128-byte rows (64 16-bit elements), as the
