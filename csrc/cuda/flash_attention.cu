@@ -113,6 +113,14 @@
 //
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
+//
+// Variable lengths (cu_seqlens): every grid above is sized by the longest
+// sequence; a block (or NAIVE warp) looks up its sequence's rows and lengths
+// (AttentionBatch::seq, shared/flash_attention_check.h) and returns when its
+// rows lie past them. Tiles start at the sequence's first row, so a packed
+// batch computes each sequence bit for bit as a batch of one would. Measured
+// (H100, bf16, H = 32, D = 128, 4 x 4096 packed against [4, 4096] batched):
+// forward 537 against 564 TFLOP/s (causal 479 against 492).
 #include "tinycuda/flash_attention.h"
 #include "../shared/flash_attention_check.h"
 #include "kit/cuda_utils.cuh"
