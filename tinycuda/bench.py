@@ -318,7 +318,8 @@ def replot(json_file, directory):
 
 def add_arguments(p):
     p.add_argument("ops", nargs="*", help=f"ops to run (default all: {', '.join(SPECS)})")
-    p.add_argument("--shapes", choices=("small", "large", "all"), default="all")
+    p.add_argument("--shapes", choices=("small", "large", "all", "sweep"), default="all",
+                   help="sweep: M x N = 2^27 with N from 256 to 262144, for the row-wise ops that have it")
     p.add_argument("--modes", default=",".join(MODES), help="comma list of fwd,bwd,fwd+bwd")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     p.add_argument("--impls", default="tinycuda,eager,compile,liger,variants",
@@ -367,7 +368,7 @@ def run(args):
     timer = Timer(device, args.reps)
     peaks = measure_peaks(device, timer)
     cases = [(info, m, sh) for info in (SPECS[o] for o in (args.ops or SPECS)) for m in info.bench.modes
-             if m in modes for sh in info.bench.shapes["cpu" if device == "cpu" else args.shapes]]
+             if m in modes for sh in info.bench.shapes.get("cpu" if device == "cpu" else args.shapes, [])]
     rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task("benchmarking", total=len(cases))

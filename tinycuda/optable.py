@@ -67,7 +67,7 @@ class Bench:
     """What `tinycuda bench` times: the entry's fn against its ref (eager and
     torch.compile), on args = make(shape, dtype, device).
 
-    shapes: "small"/"large"/"all"/"cpu" -> shapes; cost(shape, mode, itemsize)
+    shapes: "small"/"large"/"all"/"cpu" (/"sweep") -> shapes; cost(shape, mode, itemsize)
     -> ("GB/s", bytes) or ("TFLOP/s", flops); liger: args -> output through
     Liger-Kernel, if it has the op; variants: extra named callables besides
     tinycuda.variants' (which the bench adds itself), run in variant_modes;
@@ -1008,8 +1008,15 @@ EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
              "cpu": [(256, 512), (1024, 1024)]}
 GLU_SHAPES = {"small": [(1024, 14336)], "large": [(8192, 14336)],  # LLaMA-3 8B's MLP: 14336 wide
               "all": [(1024, 4096), (4096, 4096), (1024, 14336), (8192, 14336)], "cpu": [(256, 1024)]}
+# The row-length sweep QuACK publishes: M x N = 2^27 elements, N from 256 to
+# 262144 (`tinycuda bench --shapes sweep`).
+SWEEP = [(2**27 // n, n) for n in (256, 1024, 4096, 16384, 65536, 262144)]
 NORM_SHAPES = {"small": [(4096, 4096)], "large": [(32768, 4096)],
-               "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 8192)], "cpu": [(256, 512)]}
+               "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 8192)], "cpu": [(256, 512)],
+               "sweep": SWEEP}
+SOFTMAX_SHAPES = {"small": [(4096, 4096)], "large": [(32768, 4096), (8192, 32768)],
+                  "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 32768)], "cpu": [(256, 512)],
+                  "sweep": SWEEP}
 
 
 # weight and bias near 1 and 0, as trained models have them; rms_norm takes
@@ -1114,11 +1121,12 @@ OPS = [
            bench=Bench(EW_SHAPES, lambda sh, dt, dev: [randn(sh, dev, dt), randn(sh[-1], dev, dt), 0.5], _sbr_bytes)),
     OpInfo("softmax", ops.softmax, _softmax_ref, _softmax_samples, grad_atol=1e-4, racecheck=True,
            errors=_softmax_errors,
-           bench=Bench({"small": [(4096, 4096)], "large": [(32768, 4096), (8192, 32768)],
-                        "all": [(4096, 1024), (4096, 4096), (32768, 4096), (8192, 32768)], "cpu": [(256, 512)]},
-                       lambda sh, dt, dev: [randn(sh, dev, dt), -1], _elementwise_bytes(1, 2))),
+           bench=Bench(SOFTMAX_SHAPES, lambda sh, dt, dev: [randn(sh, dev, dt), -1], _elementwise_bytes(1, 2),
+                       liger=_liger("transformers.functional", "liger_softmax", lambda x, dim: (x,)))),
     OpInfo("log_softmax", ops.log_softmax, _log_softmax_ref, _softmax_samples, grad_atol=1e-4, racecheck=True,
-           errors=_log_softmax_errors),
+           errors=_log_softmax_errors,
+           bench=Bench({k: v for k, v in SOFTMAX_SHAPES.items() if k in ("cpu", "sweep")},
+                       lambda sh, dt, dev: [randn(sh, dev, dt), -1], _elementwise_bytes(1, 2))),
     OpInfo("layer_norm", ops.layer_norm, _layer_norm_ref, _layer_norm_samples, grad_atol=1e-4, racecheck=True,
            errors=_layer_norm_errors,  # grad_weight / grad_bias add up to 300 rows: atol ~ sqrt(rows) * eps
            bench=Bench(NORM_SHAPES, _layer_norm_bench, _norm_bytes,
@@ -1177,7 +1185,8 @@ OPS = [
     OpInfo("cross_entropy", ops.cross_entropy, F.cross_entropy, _cross_entropy_samples, racecheck=True,
            backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
            bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],
-                        "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)]},
+                        "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)],
+                        "sweep": SWEEP},
                        lambda sh, dt, dev: [randn(sh, dev, dt), torch.randint(0, sh[1], (sh[0],), device=dev)],
                        _cross_entropy_bytes, modes=("fwd", "fwd+bwd"),
                        liger=_liger("transformers.functional", "liger_cross_entropy"), loss=True)),

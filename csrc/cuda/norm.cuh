@@ -24,13 +24,20 @@
 // and a named barrier of its own, so the groups of a block never wait for
 // each other. A group works on kRows rows at a time (2 for 16-bit vectors,
 // else 1). Weight and bias are read where used, each row (L1 hits), not held.
-// Longer rows take the loop path: one group of 512 threads a block, a row at
-// a time, re-read for each pass (from L2 while it is there).
+// Longer rows, on sm_90, span a thread-block cluster of 2..16 such blocks
+// (kit/cluster.cuh), one row at a time, 4 vectors a thread: up to 262144
+// bf16 or 131072 fp32 elements, still read once; each row sum ends in one
+// cluster barrier. Before clusters, 16384 bf16 columns ran at 1.36 TB/s
+// (rms_norm fwd+bwd) and 0.38 (layer_norm). Longer rows still, single-element
+// loads, and GPUs without clusters take the loop path: one group of 512
+// threads a block, a row at a time, re-read for each pass (from L2 while it
+// is there).
 //
 // Forward: one block per (512 / width) x kRows rows. Bytes: read x, write y,
 // 8 bytes a row for mean and rstd.
-// Backward: at most norms::kMaxPartials blocks (as many as fit at once, up to
-// 2 per H100 SM), each owning a band of consecutive rows. A thread keeps
+// Backward: at most norms::kMaxPartials blocks or clusters (as many as fit at
+// once, up to 2 per H100 SM), each owning a band of consecutive rows (a
+// cluster's blocks each own their columns of it). A thread keeps
 // grad_w / grad_b of its own columns in registers over the whole band, the
 // block adds its groups in shared memory in a fixed order and writes one row
 // of fp32 partials per gradient; sum_partials_kernel (kit/reduce.cuh, 16
@@ -50,6 +57,7 @@
 
 #include "../shared/norm_plan.h"
 #include "../shared/reduce_plan.h"
+#include "kit/cluster.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -94,11 +102,12 @@ struct BwdArgs {
 // ---------------------------------------------------------------------------
 // the backward's column sums (row reductions: group_sum, kit/reduce.cuh)
 
-// Adds the groups' column sums acc[k][j] (column (k * width + lane) * VEC + j)
-// in group order and writes them as row blockIdx.x of `part`, coalesced.
+// Adds the groups' column sums acc[k][j] (column (k * stride + first + lane)
+// * VEC + j, `first` the block's offset in a cluster's row) in group order and
+// writes them as row `row` of `part`, coalesced.
 template <int VPT, int VEC, class A>
-__device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, int width,
-                               int64_t cols, A* combine /* [kBlock * VEC] */) {
+__device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, int64_t row, int width,
+                               int64_t stride, int64_t first, int64_t cols, A* combine /* [kBlock * VEC] */) {
   const int groups = kBlock / width;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
@@ -109,11 +118,11 @@ __device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, i
     // group g, lane l, element j sits at (g * width + l) * VEC + j: the
     // chunk's columns are contiguous per group
     for (int e = threadIdx.x; e < width * VEC; e += kBlock) {
-      const int64_t c = int64_t(k) * width * VEC + e;
+      const int64_t c = (int64_t(k) * stride + first) * VEC + e;
       if (c >= cols) break;
       A s = 0;
       for (int g = 0; g < groups; ++g) s += combine[g * width * VEC + e];
-      part[blockIdx.x * cols + c] = s;
+      part[row * cols + c] = s;
     }
   }
 }
@@ -155,29 +164,36 @@ __device__ __forceinline__ void terms(const Vec<T, VEC>& x, const Vec<T, VEC>& g
 // ---------------------------------------------------------------------------
 // kernels: row in registers
 
-template <class T, bool RMS, int VEC, int VPT, int kRows>
+// CLUSTER > 1: a row spans the cluster's blocks (width = kBlock), block
+// `rank` holding every CLUSTER-th run of kBlock chunks; each row sum ends in
+// cluster_allreduce (kit/cluster.cuh).
+template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_kernel(FwdArgs<T> a, int width) {
   using A = acc_t<T>;
   using P = Vec<T, VEC>;
+  using C = ClusterRow<CLUSTER>;
   __shared__ A scratch[2][kWarps][kRows];
-  const int lane = threadIdx.x & (width - 1);
-  const int64_t groups = kBlock / width, chunks = a.cols / VEC;
+  __shared__ A slots[2][CLUSTER][kRows];
+  const int lane = C::rank() * width + (threadIdx.x & (width - 1));
+  const int64_t groups = kBlock / width, chunks = a.cols / VEC, stride = int64_t(width) * CLUSTER;
   const A inv_n = a.cols ? A(1) / A(a.cols) : A(0);
   int slot = 0;
-  // r0 depends only on the group: the loop is uniform over a group's warps
-  for (int64_t r0 = (blockIdx.x * groups + threadIdx.x / width) * kRows; r0 < a.rows;
-       r0 += int64_t(gridDim.x) * groups * kRows) {
+  ClusterSync<CLUSTER> sync;
+  // r0 depends only on the group (and cluster): the loop is uniform over a
+  // group's warps and a cluster's blocks
+  for (int64_t r0 = (C::id() * groups + threadIdx.x / width) * kRows; r0 < a.rows;
+       r0 += C::count() * groups * kRows) {
     P xv[kRows][VPT];
 #pragma unroll
     for (int u = 0; u < kRows; ++u)
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
-        const int64_t c = int64_t(k) * width + lane;
+        const int64_t c = int64_t(k) * stride + lane;
         if (r0 + u < a.rows && c < chunks) xv[u][k] = load_vec<T, VEC>(a.x + (r0 + u) * a.cols + c * VEC);
       }
     auto valid = [&](int u, int k) {
-      return r0 + u < a.rows && int64_t(k) * width + lane < chunks;
+      return r0 + u < a.rows && int64_t(k) * stride + lane < chunks;
     };
     A mean[kRows] = {}, ss[kRows] = {};
     if constexpr (!RMS) {
@@ -189,6 +205,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
 #pragma unroll
             for (int j = 0; j < VEC; ++j) mean[u] += to_acc(xv[u][k].v[j]);
       group_sum(mean, width, scratch, slot);
+      cluster_allreduce<CLUSTER>(mean, Sum{}, slots, sync);
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
         mean[u] *= inv_n;
@@ -206,19 +223,20 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
             ss[u] += d * d;
           }
     group_sum(ss, width, scratch, slot);
+    cluster_allreduce<CLUSTER>(ss, Sum{}, slots, sync);
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
       launder(xv[u]);
       if (r0 + u >= a.rows) break;
       const A rstd = A(1) / sqrt(ss[u] * inv_n + a.eps);
-      if (lane == 0) {
+      if (lane == 0) {  // block 0 of a cluster
         if (a.mean) a.mean[r0 + u] = mean[u];
         if (a.rstd) a.rstd[r0 + u] = rstd;
       }
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
-        const int64_t c = int64_t(k) * width + lane;
+        const int64_t c = int64_t(k) * stride + lane;
         P yv;
         normalize<RMS>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, yv);
         store_vec(a.y + (r0 + u) * a.cols + c * VEC, yv);
@@ -230,20 +248,25 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
 // Launch bound of 1 block (512 threads, up to 128 registers): the column sums
 // (2 x 16 floats) stay live across the row loop, beside x and grad_y of two
 // rows (32 registers of bf16) and their float terms.
-template <class T, bool RMS, int VEC, int VPT, int kRows>
+// CLUSTER > 1 as in the forward: a cluster owns the band, each block its
+// columns, and writes them into the cluster's row of partials.
+template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER>
 __global__ void __launch_bounds__(kBlock, 1)
 norm_backward_kernel(BwdArgs<T> a, int width) {
   using A = acc_t<T>;
   using P = Vec<T, VEC>;
+  using C = ClusterRow<CLUSTER>;
   constexpr int NS = RMS ? 1 : 2;  // row sums: sum(wg * xhat) [, sum(wg)]
   __shared__ A scratch[2][kWarps][NS * kRows];
+  __shared__ A slots[2][CLUSTER][NS * kRows];
   __shared__ A combine[kBlock * VEC];
-  const int lane = threadIdx.x & (width - 1);
-  const int64_t groups = kBlock / width, chunks = a.cols / VEC;
+  const int lane = C::rank() * width + (threadIdx.x & (width - 1));
+  const int64_t groups = kBlock / width, chunks = a.cols / VEC, stride = int64_t(width) * CLUSTER;
   const A inv_n = a.cols ? A(1) / A(a.cols) : A(0);
   A dw[VPT][VEC] = {}, db[VPT][VEC] = {};
-  const int64_t r_begin = blockIdx.x * a.band, r_end = min(a.rows, r_begin + a.band);
+  const int64_t r_begin = C::id() * a.band, r_end = min(a.rows, r_begin + a.band);
   int slot = 0;
+  ClusterSync<CLUSTER> sync;
   // The row loop is uniform over the block and the reductions use
   // __syncthreads: with group barriers, groups that ran out of rows waited at
   // write_partials' __syncthreads while others still reduced, and racecheck
@@ -259,20 +282,20 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       rstd[u] = row_ok ? a.rstd[r0 + u] : A(0);
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
-        const int64_t c = int64_t(k) * width + lane;
+        const int64_t c = int64_t(k) * stride + lane;
         if (!row_ok || c >= chunks) continue;
         xv[u][k] = load_vec<T, VEC>(a.x + (r0 + u) * a.cols + c * VEC);
         gv[u][k] = load_vec<T, VEC>(a.g + (r0 + u) * a.cols + c * VEC);
       }
     }
-    auto valid = [&](int u, int k) { return r0 + u < r_end && int64_t(k) * width + lane < chunks; };
+    auto valid = [&](int u, int k) { return r0 + u < r_end && int64_t(k) * stride + lane < chunks; };
     A s[NS * kRows] = {}, xhat[VEC], gy[VEC], wg[VEC];
 #pragma unroll
     for (int u = 0; u < kRows; ++u)
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
-        const int64_t col = (int64_t(k) * width + lane) * VEC;
+        const int64_t col = (int64_t(k) * stride + lane) * VEC;
         terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
@@ -286,6 +309,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       }
     if (!a.gx) continue;  // uniform across the grid
     group_sum(s, width, scratch, slot, /*whole_block=*/true);
+    cluster_allreduce<CLUSTER>(s, Sum{}, slots, sync);
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
       launder(xv[u]);
@@ -294,7 +318,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
-        const int64_t col = (int64_t(k) * width + lane) * VEC;
+        const int64_t col = (int64_t(k) * stride + lane) * VEC;
         terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
         P o;
 #pragma unroll
@@ -304,8 +328,9 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       }
     }
   }
-  if (a.part_w) write_partials(dw, a.part_w, width, a.cols, combine);
-  if (!RMS && a.part_b) write_partials(db, a.part_b, width, a.cols, combine);
+  const int64_t first = int64_t(C::rank()) * width;
+  if (a.part_w) write_partials(dw, a.part_w, C::id(), width, stride, first, a.cols, combine);
+  if (!RMS && a.part_b) write_partials(db, a.part_b, C::id(), width, stride, first, a.cols, combine);
 }
 
 // ---------------------------------------------------------------------------
@@ -434,55 +459,104 @@ inline int64_t min3(int64_t a, int64_t b, int64_t c) {
   return a < b ? (a < c ? a : c) : (b < c ? b : c);
 }
 
+// Rows longer than one block's 16 elements a thread hold take 32 (16 fp32;
+// 16-byte vectors only), one row at a time: up to 16384 bf16 or 8192 fp32 in
+// one block, in a cluster of 2..16 blocks beyond (kit/cluster.cuh): up to
+// 262144 bf16 or 131072 fp32. Longer rows, single-element loads and GPUs
+// without clusters take the loop kernels.
+template <class T, int VEC>
+constexpr int kLongVpt = VEC == 1 || sizeof(T) == 8 ? 0 : 4;
+
+template <class T, bool RMS, int VEC, bool BWD, int VPT, int kRows, int CLUSTER>
+constexpr auto register_kernel() {
+  if constexpr (BWD) return norm_backward_kernel<T, RMS, VEC, VPT, kRows, CLUSTER>;
+  else return norm_forward_kernel<T, RMS, VEC, VPT, kRows, CLUSTER>;
+}
+
+// Calls go(kernel, cluster, rows a group holds at a time, chunks a thread
+// holds) with the kernel for rows of `chunks`: one block's registers (cluster
+// 1), a cluster's, or the loop kernel (cluster 0).
+template <class T, bool RMS, int VEC, bool BWD, class Go>
+tc_status pick_kernel(int64_t chunks, Go go) {
+  constexpr int VPT = kElems<T, VEC> / VEC, LV = kLongVpt<T, VEC>;
+  if (chunks <= int64_t(kBlock) * VPT)
+    return go(register_kernel<T, RMS, VEC, BWD, VPT, kRowsOf<T, VEC>, 1>(), 1, kRowsOf<T, VEC>, VPT);
+  if constexpr (LV > 0) {
+    const int64_t per_block = int64_t(kBlock) * LV;
+    if (chunks <= per_block) return go(register_kernel<T, RMS, VEC, BWD, LV, 1, 1>(), 1, 1, LV);
+    const int c = cluster_for((chunks + per_block - 1) / per_block, [](auto c) {
+      return cluster_capacity<register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(c)::value>()>(kBlock, c);
+    });
+    if (c)
+      return with_cluster_size(c, [&](auto size) {
+        return go(register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(size)::value>(), c, 1, LV);
+      });
+  }
+  if constexpr (BWD) return go(norm_backward_loop_kernel<T, RMS, VEC>, 0, 1, 0);
+  else return go(norm_forward_loop_kernel<T, RMS, VEC>, 0, 1, 0);
+}
+
+// A cluster (or block) for each (512 / width) x kRows rows: the block
+// scheduler balances the SMs to within one block (a persistent grid left 3%
+// idle at 32768 rows).
 template <class T, bool RMS, int VEC>
 tc_status launch_forward(const norms::Forward& f) {
   using A = acc_t<T>;
-  constexpr int VPT = kElems<T, VEC> / VEC, kRows = kRowsOf<T, VEC>;
   const FwdArgs<T> a{static_cast<const T*>(f.x), static_cast<const T*>(f.weight),
                      static_cast<const T*>(f.bias), static_cast<T*>(f.y), static_cast<A*>(f.mean),
                      static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps)};
-  const bool in_regs = f.cols / VEC <= int64_t(kBlock) * VPT;
-  const int width = in_regs ? width_for(f.cols / VEC, VPT) : kBlock;
-  void (*kernel)(FwdArgs<T>, int) = in_regs ? norm_forward_kernel<T, RMS, VEC, VPT, kRows>
-                                            : norm_forward_loop_kernel<T, RMS, VEC>;
-  // A block for each (512 / width) x kRows rows: the block scheduler balances
-  // the SMs to within one block (a persistent grid left 3% idle at 32768 rows).
-  const int64_t rows_per_block = in_regs ? int64_t(kBlock / width) * kRows : 1;
-  kernel<<<grid_1d(f.rows, int(rows_per_block)), kBlock, 0, as_stream(f.stream)>>>(a, width);
-  return check_launch(f.op);
+  const int64_t chunks = f.cols / VEC;
+  return pick_kernel<T, RMS, VEC, false>(chunks, [&](auto kernel, int cluster, int rows, int vpt) -> tc_status {
+    const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
+    const unsigned groups = grid_1d(f.rows, kBlock / width * rows, INT32_MAX / 16);
+    if (cluster > 1)
+      return launch_clustered(f.op, kernel, groups * cluster, kBlock, cluster, 0, as_stream(f.stream), a, width);
+    kernel<<<groups, kBlock, 0, as_stream(f.stream)>>>(a, width);
+    return check_launch(f.op);
+  });
 }
 
 template <class T, bool RMS, int VEC>
 tc_status launch_backward(const norms::Backward& b) {
   using A = acc_t<T>;
-  constexpr int VPT = kElems<T, VEC> / VEC, kRows = kRowsOf<T, VEC>;
-  const bool in_regs = b.cols / VEC <= int64_t(kBlock) * VPT;
-  const int width = in_regs ? width_for(b.cols / VEC, VPT) : kBlock;
-  void (*kernel)(BwdArgs<T>, int) = in_regs ? norm_backward_kernel<T, RMS, VEC, VPT, kRows>
-                                            : norm_backward_loop_kernel<T, RMS, VEC>;
-  int64_t resident = 0;
-  TC_RETURN_IF_ERROR(resident_blocks(b.op, kernel, &resident));
-  // Bands of equal length, every block at least one row (each writes its
-  // partial row), no more blocks than the workspace has partial rows for.
-  const int64_t rows_per_block = in_regs ? int64_t(kBlock / width) * kRows : 1;
-  int64_t blocks = min3(norms::kMaxPartials, resident, plan::ceil_div(b.rows, rows_per_block));
-  const int64_t band = plan::ceil_div(b.rows, blocks);
-  blocks = plan::ceil_div(b.rows, band);
-  A* ws = static_cast<A*>(b.workspace);
-  A* part_w = b.grad_weight ? ws : nullptr;
-  A* part_b = b.grad_bias ? ws + (b.grad_weight ? blocks * b.cols : 0) : nullptr;
-  const BwdArgs<T> a{static_cast<const T*>(b.grad_y), static_cast<const T*>(b.x),
-                     static_cast<const A*>(b.mean), static_cast<const A*>(b.rstd),
-                     static_cast<const T*>(b.weight), static_cast<T*>(b.grad_x), part_w, part_b,
-                     b.rows, b.cols, band};
+  const int64_t chunks = b.cols / VEC;
   cudaStream_t stream = as_stream(b.stream);
-  kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
-  TC_RETURN_IF_ERROR(check_launch(b.op));
-  if (!part_w && !part_b) return TC_OK;
+  int64_t blocks = 0;
+  auto launch = [&](auto kernel, int cluster, int rows, int vpt) -> tc_status {
+    const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
+    // Resident blocks (clusters), each owning a band of rows of equal length,
+    // each at least one row (each writes its partial row), no more than the
+    // workspace has partial rows for.
+    int64_t resident = 0;
+    if constexpr (kLongVpt<T, VEC> > 0)
+      if (cluster > 1)
+        resident = with_cluster_size(cluster, [&](auto c) {
+          return cluster_capacity<register_kernel<T, RMS, VEC, true, kLongVpt<T, VEC>, 1, decltype(c)::value>()>(
+              kBlock, c);
+        });
+    if (cluster <= 1) TC_RETURN_IF_ERROR(resident_blocks(b.op, kernel, &resident));
+    blocks = min3(norms::kMaxPartials, resident, plan::ceil_div(b.rows, int64_t(kBlock / width) * rows));
+    const int64_t band = plan::ceil_div(b.rows, blocks);
+    blocks = plan::ceil_div(b.rows, band);
+    A* ws = static_cast<A*>(b.workspace);
+    A* part_w = b.grad_weight ? ws : nullptr;
+    A* part_b = b.grad_bias ? ws + (b.grad_weight ? blocks * b.cols : 0) : nullptr;
+    const BwdArgs<T> a{static_cast<const T*>(b.grad_y), static_cast<const T*>(b.x),
+                       static_cast<const A*>(b.mean), static_cast<const A*>(b.rstd),
+                       static_cast<const T*>(b.weight), static_cast<T*>(b.grad_x), part_w, part_b,
+                       b.rows, b.cols, band};
+    if (cluster > 1)
+      return launch_clustered(b.op, kernel, unsigned(blocks * cluster), kBlock, cluster, 0, stream, a, width);
+    kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
+    return check_launch(b.op);
+  };
+  TC_RETURN_IF_ERROR((pick_kernel<T, RMS, VEC, true>(chunks, launch)));
+  if (!b.grad_weight && !b.grad_bias) return TC_OK;
   // 16 threads a column: at most 264 partial rows, but thousands of columns
   T* gw = static_cast<T*>(b.grad_weight);
   T* gb = static_cast<T*>(b.grad_bias);
-  return launch_sum_partials<T, 16>(b.op, ws, blocks, b.cols, gw ? gw : gb, gw ? gb : nullptr, stream);
+  return launch_sum_partials<T, 16>(b.op, static_cast<A*>(b.workspace), blocks, b.cols, gw ? gw : gb,
+                                    gw ? gb : nullptr, stream);
 }
 
 // 16-byte vectors when every row starts 16-byte aligned, else single elements.

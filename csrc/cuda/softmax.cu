@@ -12,8 +12,12 @@
 //             threads an SM resident: 64 KB in flight an SM, ~3x what Little's
 //             law asks at 3 TB/s and ~1 us of latency. max, then
 //             sum(exp(x - m)) from registers, then y: x is read from memory
-//             once. Covers cols <= 4096 vectors (32768 bf16, 16384 fp32) when
-//             cols is a multiple of the vector width.
+//             once. One block covers cols <= 4096 vectors (32768 bf16, 16384
+//             fp32) when cols is a multiple of the vector width; on sm_90 a
+//             cluster of 2..16 such blocks covers up to 16x that (524288
+//             bf16), each reduction ending in one cluster barrier
+//             (kit/cluster.cuh). Without it (ONLINE, x read twice, 256 threads
+//             a row) 65536 bf16 ran at 1.20 TB/s, 262144 at 0.76.
 //  ONLINE     scalar loads, a warp a row up to 1024 columns, a block beyond:
 //             one online pass for (max, sum) (softmax_math.h), one writing y.
 //             x is read twice (the second time mostly from L2). The fallback
@@ -25,6 +29,7 @@
 // out NaN, as in torch, without a special case.
 #include "../shared/softmax_check.h"
 #include "../shared/softmax_math.h"
+#include "kit/cluster.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -38,9 +43,10 @@ constexpr int kMaxRegisterCols = 4096;  // in 16-byte vectors: 32768 bf16, 16384
 template <int WIDTH>
 constexpr int kBlockOf = WIDTH > 256 ? WIDTH : 256;
 
-// The row's vectors this thread holds: j = lane + k * WIDTH, k < VECS.
+// The row's vectors this thread holds: j = lane + k * STRIDE, k < VECS
+// (STRIDE: the threads of a row, over all the blocks of its cluster).
 // Rows past the end (`live` false) hold nothing but still reach the barriers.
-template <class T, int WIDTH, int VECS>
+template <class T, int STRIDE, int VECS>
 struct RowSlice {
   Vec<T> v[VECS];
   bool has[VECS];
@@ -48,25 +54,31 @@ struct RowSlice {
   __device__ __forceinline__ void load(const T* row, int64_t nvec, int lane, bool live) {
 #pragma unroll
     for (int k = 0; k < VECS; ++k) {
-      const int64_t j = lane + int64_t(k) * WIDTH;
+      const int64_t j = lane + int64_t(k) * STRIDE;
       has[k] = live && j < nvec;
       if (has[k]) v[k] = load_vec(row + j * Vec<T>::size);
     }
   }
 };
 
-template <class T, int WIDTH, int VECS>
+// CLUSTER > 1: a row spans the cluster's blocks (WIDTH = the block), block
+// `rank` holding every CLUSTER-th run of WIDTH vectors; the reductions end in
+// cluster_allreduce (kit/cluster.cuh).
+template <class T, int WIDTH, int VECS, int CLUSTER>
 __global__ void __launch_bounds__(kBlockOf<WIDTH>, 1024 / kBlockOf<WIDTH>)
 softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
-  constexpr int N = Vec<T>::size, kRowsPerBlock = kBlockOf<WIDTH> / WIDTH;
+  using C = ClusterRow<CLUSTER>;
+  constexpr int N = Vec<T>::size, kRowsPerBlock = kBlockOf<WIDTH> / WIDTH, kStride = WIDTH * CLUSTER;
   __shared__ A scratch[32];
-  const int lane = threadIdx.x % WIDTH;
+  __shared__ A slots[2][CLUSTER][1];
+  ClusterSync<CLUSTER> sync;
+  const int lane = C::rank() * WIDTH + threadIdx.x % WIDTH;
   const int64_t nvec = cols / N;
-  for (int64_t first = blockIdx.x * int64_t(kRowsPerBlock); first < rows;
-       first += int64_t(gridDim.x) * kRowsPerBlock) {
+  // uniform over the cluster (its barriers)
+  for (int64_t first = C::id() * kRowsPerBlock; first < rows; first += C::count() * kRowsPerBlock) {
     const int64_t r = first + threadIdx.x / WIDTH;
-    RowSlice<T, WIDTH, VECS> in;
+    RowSlice<T, kStride, VECS> in;
     in.load(x + r * cols, nvec, lane, r < rows);
     A m = -INFINITY;
 #pragma unroll
@@ -74,7 +86,7 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
       if (in.has[k])
 #pragma unroll
         for (int i = 0; i < N; ++i) m = fmax(m, A(to_acc(in.v[k].v[i])));
-    m = row_reduce<WIDTH>(m, Max{}, scratch);
+    m = cluster_allreduce<CLUSTER>(row_reduce<WIDTH>(m, Max{}, scratch), Max{}, slots, sync);
     launder(in.v);
     A s = 0;
 #pragma unroll
@@ -82,7 +94,7 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
       if (in.has[k])
 #pragma unroll
         for (int i = 0; i < N; ++i) s += ::exp(A(to_acc(in.v[k].v[i])) - m);
-    s = row_reduce<WIDTH>(s, Sum{}, scratch);
+    s = cluster_allreduce<CLUSTER>(row_reduce<WIDTH>(s, Sum{}, scratch), Sum{}, slots, sync);
     // exp is computed again rather than kept: 32 floats a thread instead of 16
     // packed registers would not fit the 64-register budget.
     launder(in.v);
@@ -96,7 +108,7 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
         const A v = A(to_acc(in.v[k].v[i])) - m;
         out.v[i] = from_acc<T>(log ? v - log_s : ::exp(v) * inv_s);
       }
-      store_vec(y + r * cols + (lane + int64_t(k) * WIDTH) * N, out);
+      store_vec(y + r * cols + (lane + int64_t(k) * kStride) * N, out);
     }
   }
 }
@@ -104,19 +116,21 @@ softmax_registers_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t row
 // Two rows' slices (grad_y and y) a thread: half the threads of the forward
 // keep as many bytes in flight, so 128 registers (512 threads an SM) rather
 // than 64, which spilled ~90 bytes a thread in bf16.
-template <class T, int WIDTH, int VECS>
+template <class T, int WIDTH, int VECS, int CLUSTER>
 __global__ void __launch_bounds__(kBlockOf<WIDTH>, 512 / kBlockOf<WIDTH>)
 softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ gx,
                                   int64_t rows, int64_t cols, int log) {
   using A = acc_t<T>;
-  constexpr int N = Vec<T>::size, kRowsPerBlock = kBlockOf<WIDTH> / WIDTH;
+  using C = ClusterRow<CLUSTER>;
+  constexpr int N = Vec<T>::size, kRowsPerBlock = kBlockOf<WIDTH> / WIDTH, kStride = WIDTH * CLUSTER;
   __shared__ A scratch[32];
-  const int lane = threadIdx.x % WIDTH;
+  __shared__ A slots[2][CLUSTER][1];
+  ClusterSync<CLUSTER> sync;
+  const int lane = C::rank() * WIDTH + threadIdx.x % WIDTH;
   const int64_t nvec = cols / N;
-  for (int64_t first = blockIdx.x * int64_t(kRowsPerBlock); first < rows;
-       first += int64_t(gridDim.x) * kRowsPerBlock) {
+  for (int64_t first = C::id() * kRowsPerBlock; first < rows; first += C::count() * kRowsPerBlock) {
     const int64_t r = first + threadIdx.x / WIDTH;
-    RowSlice<T, WIDTH, VECS> gs, ys;
+    RowSlice<T, kStride, VECS> gs, ys;
     gs.load(g + r * cols, nvec, lane, r < rows);
     ys.load(y + r * cols, nvec, lane, r < rows);
     A dot = 0;
@@ -126,7 +140,7 @@ softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__
 #pragma unroll
         for (int i = 0; i < N; ++i)
           dot += log ? A(to_acc(gs.v[k].v[i])) : A(to_acc(gs.v[k].v[i])) * A(to_acc(ys.v[k].v[i]));
-    dot = row_reduce<WIDTH>(dot, Sum{}, scratch);
+    dot = cluster_allreduce<CLUSTER>(row_reduce<WIDTH>(dot, Sum{}, scratch), Sum{}, slots, sync);
     launder(gs.v);
     launder(ys.v);
 #pragma unroll
@@ -138,7 +152,7 @@ softmax_backward_registers_kernel(const T* __restrict__ g, const T* __restrict__
         const A gv = to_acc(gs.v[k].v[i]), yv = to_acc(ys.v[k].v[i]);
         out.v[i] = from_acc<T>(log ? gv - ::exp(yv) * dot : yv * (gv - dot));
       }
-      store_vec(gx + r * cols + (lane + int64_t(k) * WIDTH) * N, out);
+      store_vec(gx + r * cols + (lane + int64_t(k) * kStride) * N, out);
     }
   }
 }
@@ -199,32 +213,66 @@ softmax_backward_online_kernel(const T* __restrict__ g, const T* __restrict__ y,
 // ---------------------------------------------------------------------------
 // kernel choice
 
-template <class T>
-bool fits_registers(int64_t cols, const void* a, const void* b, const void* c = nullptr) {
-  constexpr int N = Vec<T>::size;
-  // double stops at 256 x 4 vectors: 512 x 8 of them spill ~350 bytes a thread.
-  const int64_t max_vecs = sizeof(T) == 8 ? 256 * 4 : kMaxRegisterCols;
-  return cols % N == 0 && cols / N <= max_vecs && aligned16(a) && aligned16(b) && (!c || aligned16(c));
+template <class T, bool BWD, int WIDTH, int VECS, int CLUSTER>
+constexpr auto registers_kernel() {
+  if constexpr (BWD) return softmax_backward_registers_kernel<T, WIDTH, VECS, CLUSTER>;
+  else return softmax_registers_kernel<T, WIDTH, VECS, CLUSTER>;
 }
 
-// Calls launch(width, vecs, grid, block) (width and vecs compile-time
-// constants) with the fewest threads a row that hold it in 4 vectors each, up
-// to 256 threads; longer rows get 512 threads of 8 vectors. (1024 threads of 4
+// The blocks that hold a row in registers: 1 up to kMaxRegisterCols vectors
+// (cols a multiple of the vector, 16-byte aligned pointers), a cluster of
+// 2..16 blocks of 512 threads x 8 vectors up to 16x that (524288 bf16, 262144
+// fp32) where the device runs one; 0 where neither holds it: ONLINE runs.
+template <class T, bool BWD>
+int register_blocks(int64_t cols, std::initializer_list<const void*> ptrs) {
+  constexpr int N = Vec<T>::size;
+  if (cols % N != 0) return 0;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return 0;
+  const int64_t nvec = cols / N;
+  // double stops at 256 x 4 vectors: 512 x 8 of them spill ~350 bytes a thread.
+  if constexpr (sizeof(T) == 8) {
+    return nvec <= 256 * 4;
+  } else {
+    if (nvec <= kMaxRegisterCols) return 1;
+    return cluster_for((nvec + kMaxRegisterCols - 1) / kMaxRegisterCols, [](auto c) {
+      return cluster_capacity<registers_kernel<T, BWD, 512, 8, decltype(c)::value>()>(512, c);
+    });
+  }
+}
+
+// Launches the REGISTERS kernel with the fewest threads a row that hold it in
+// 4 vectors each, up to 256 threads; longer rows get 512 threads of 8 vectors,
+// in clusters of `blocks` (register_blocks) past one block. (1024 threads of 4
 // fill the register file with one block, which then idles through its own
 // reductions: 2.36 TB/s at 8192 x 32768 bf16; 2 blocks of 512 overlap them.)
-template <class T, class Launch>
-void by_register_width(int64_t rows, int64_t cols, Launch launch) {
-  const int64_t nvec = cols / Vec<T>::size;
-  auto go = [&](auto width, auto vecs) {
-    constexpr int W = decltype(width)::value, B = kBlockOf<W>;
-    launch(width, vecs, grid_1d(rows, B / W), B);
+template <class T, bool BWD, class... Args>
+tc_status launch_registers(const char* op, int64_t rows, int64_t cols, int blocks, cudaStream_t stream,
+                           Args... args) {
+  auto go = [&](auto width, auto vecs, auto cluster) -> tc_status {
+    constexpr int W = decltype(width)::value, V = decltype(vecs)::value, C = decltype(cluster)::value;
+    constexpr int B = kBlockOf<W>;
+    constexpr auto kernel = registers_kernel<T, BWD, W, V, C>();
+    if constexpr (C == 1) {
+      kernel<<<grid_1d(rows, B / W), B, 0, stream>>>(args...);
+      return check_launch(op);
+    } else {  // a cluster a row (the kernel loops past 2^31 blocks)
+      return launch_clustered(op, kernel, grid_1d(rows, 1, INT32_MAX / C) * C, B, C, 0, stream, args...);
+    }
   };
+  using I = std::integral_constant<int, 1>;
   using Four = std::integral_constant<int, 4>;
-  if (nvec <= 32 * 4) go(std::integral_constant<int, 32>{}, Four{});
-  else if (nvec <= 64 * 4) go(std::integral_constant<int, 64>{}, Four{});
-  else if (nvec <= 128 * 4) go(std::integral_constant<int, 128>{}, Four{});
-  else if (nvec <= 256 * 4) go(std::integral_constant<int, 256>{}, Four{});
-  else go(std::integral_constant<int, 512>{}, std::integral_constant<int, 8>{});
+  using Eight = std::integral_constant<int, 8>;
+  using W512 = std::integral_constant<int, 512>;
+  const int64_t nvec = cols / Vec<T>::size;
+  if constexpr (sizeof(T) < 8)  // double never takes a cluster (register_blocks)
+    if (blocks > 1) return with_cluster_size(blocks, [&](auto c) { return go(W512{}, Eight{}, c); });
+  if (nvec <= 32 * 4) return go(std::integral_constant<int, 32>{}, Four{}, I{});
+  if (nvec <= 64 * 4) return go(std::integral_constant<int, 64>{}, Four{}, I{});
+  if (nvec <= 128 * 4) return go(std::integral_constant<int, 128>{}, Four{}, I{});
+  if (nvec <= 256 * 4 || sizeof(T) == 8) return go(std::integral_constant<int, 256>{}, Four{}, I{});
+  if constexpr (sizeof(T) < 8) return go(W512{}, Eight{}, I{});
+  return TC_OK;  // not reached
 }
 
 // Rows up to 1024 columns: a warp each; longer: a block each.
@@ -249,23 +297,18 @@ tc_status tc_softmax_cuda(const tc_softmax_params* p) {
     const T* x = static_cast<const T*>(p->x);
     T* y = static_cast<T*>(p->y);
     cudaStream_t stream = as_stream(p->stream);
-    const bool regs = fits_registers<T>(p->cols, x, y);
-    TC_REQUIRE(regs || p->algo != TC_SOFTMAX_REGISTERS,
-               "softmax: algo 2 (registers) needs cols a multiple of %d and at most %lld, and 16-byte "
-               "aligned x and y; got cols %lld",
-               Vec<T>::size, (long long)(sizeof(T) == 8 ? 256 * 4 : kMaxRegisterCols) * Vec<T>::size,
-               (long long)p->cols);
-    if (regs && p->algo != TC_SOFTMAX_ONLINE) {
-      by_register_width<T>(p->rows, p->cols, [&](auto width, auto vecs, unsigned grid, int block) {
-        softmax_registers_kernel<T, decltype(width)::value, decltype(vecs)::value><<<grid, block, 0, stream>>>(
-            x, y, p->rows, p->cols, p->log);
-      });
-    } else {
-      by_online_width(p->rows, p->cols, [&](auto width, unsigned grid) {
-        softmax_online_kernel<T, decltype(width)::value><<<grid, 256, 0, stream>>>(
-            x, y, p->rows, p->cols, p->log);
-      });
-    }
+    const int blocks = register_blocks<T, false>(p->cols, {x, y});
+    TC_REQUIRE(blocks || p->algo != TC_SOFTMAX_REGISTERS,
+               "softmax: algo 2 (registers) needs cols a multiple of %d and at most %lld (16 blocks of a "
+               "cluster on sm_90, else %lld), and 16-byte aligned x and y; got cols %lld",
+               Vec<T>::size, (long long)(sizeof(T) == 8 ? 256 * 4 : 16 * kMaxRegisterCols) * Vec<T>::size,
+               (long long)(sizeof(T) == 8 ? 256 * 4 : kMaxRegisterCols) * Vec<T>::size, (long long)p->cols);
+    if (blocks && p->algo != TC_SOFTMAX_ONLINE)
+      return launch_registers<T, false>("softmax", p->rows, p->cols, blocks, stream, x, y, p->rows, p->cols,
+                                        p->log);
+    by_online_width(p->rows, p->cols, [&](auto width, unsigned grid) {
+      softmax_online_kernel<T, decltype(width)::value><<<grid, 256, 0, stream>>>(x, y, p->rows, p->cols, p->log);
+    });
     return check_launch("softmax");
   });
 }
@@ -280,18 +323,12 @@ tc_status tc_softmax_backward_cuda(const tc_softmax_backward_params* p) {
     const T* y = static_cast<const T*>(p->y);
     T* gx = static_cast<T*>(p->grad_x);
     cudaStream_t stream = as_stream(p->stream);
-    if (fits_registers<T>(p->cols, g, y, gx)) {
-      by_register_width<T>(p->rows, p->cols, [&](auto width, auto vecs, unsigned grid, int block) {
-        softmax_backward_registers_kernel<T, decltype(width)::value, decltype(vecs)::value>
-            <<<grid, block, 0, stream>>>(
-            g, y, gx, p->rows, p->cols, p->log);
-      });
-    } else {
-      by_online_width(p->rows, p->cols, [&](auto width, unsigned grid) {
-        softmax_backward_online_kernel<T, decltype(width)::value><<<grid, 256, 0, stream>>>(
-            g, y, gx, p->rows, p->cols, p->log);
-      });
-    }
+    if (const int blocks = register_blocks<T, true>(p->cols, {g, y, gx}))
+      return launch_registers<T, true>(op, p->rows, p->cols, blocks, stream, g, y, gx, p->rows, p->cols, p->log);
+    by_online_width(p->rows, p->cols, [&](auto width, unsigned grid) {
+      softmax_backward_online_kernel<T, decltype(width)::value><<<grid, 256, 0, stream>>>(
+          g, y, gx, p->rows, p->cols, p->log);
+    });
     return check_launch(op);
   });
 }

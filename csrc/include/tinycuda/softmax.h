@@ -17,7 +17,8 @@ typedef enum {
   TC_SOFTMAX_AUTO = 0,      /* REGISTERS where it applies, else ONLINE */
   TC_SOFTMAX_ONLINE = 1,    /* scalar loads; online (max, sum) pass, then a pass writing y: x read twice */
   TC_SOFTMAX_REGISTERS = 2  /* 16-byte loads into registers: x read once (cols % (16 / itemsize) == 0,
-                               cols <= 4096 * (16 / itemsize), 16-byte aligned x and y) */
+                               16-byte aligned x and y; cols <= 4096 * (16 / itemsize) in one block,
+                               16x that in a cluster of blocks on sm_90) */
 } tc_softmax_algo;
 
 typedef struct {
