@@ -474,26 +474,27 @@ constexpr auto register_kernel() {
 }
 
 // Calls go(kernel, cluster, rows a group holds at a time, chunks a thread
-// holds) with the kernel for rows of `chunks`: one block's registers (cluster
-// 1), a cluster's, or the loop kernel (cluster 0).
+// holds, clusters resident at once) with the kernel for rows of `chunks`: one
+// block's registers (cluster 1), a cluster's, or the loop kernel (cluster 0);
+// the last argument only for a cluster (else 0).
 template <class T, bool RMS, int VEC, bool BWD, class Go>
 tc_status pick_kernel(int64_t chunks, Go go) {
   constexpr int VPT = kElems<T, VEC> / VEC, LV = kLongVpt<T, VEC>;
   if (chunks <= int64_t(kBlock) * VPT)
-    return go(register_kernel<T, RMS, VEC, BWD, VPT, kRowsOf<T, VEC>, 1>(), 1, kRowsOf<T, VEC>, VPT);
+    return go(register_kernel<T, RMS, VEC, BWD, VPT, kRowsOf<T, VEC>, 1>(), 1, kRowsOf<T, VEC>, VPT, 0);
   if constexpr (LV > 0) {
     const int64_t per_block = int64_t(kBlock) * LV;
-    if (chunks <= per_block) return go(register_kernel<T, RMS, VEC, BWD, LV, 1, 1>(), 1, 1, LV);
-    const int c = cluster_for((chunks + per_block - 1) / per_block, [](auto c) {
+    if (chunks <= per_block) return go(register_kernel<T, RMS, VEC, BWD, LV, 1, 1>(), 1, 1, LV, 0);
+    auto fit = [](auto c) {
       return cluster_capacity<register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(c)::value>()>(kBlock, c);
-    });
-    if (c)
+    };
+    if (const int c = cluster_for((chunks + per_block - 1) / per_block, fit))
       return with_cluster_size(c, [&](auto size) {
-        return go(register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(size)::value>(), c, 1, LV);
+        return go(register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(size)::value>(), c, 1, LV, fit(size));
       });
   }
-  if constexpr (BWD) return go(norm_backward_loop_kernel<T, RMS, VEC>, 0, 1, 0);
-  else return go(norm_forward_loop_kernel<T, RMS, VEC>, 0, 1, 0);
+  if constexpr (BWD) return go(norm_backward_loop_kernel<T, RMS, VEC>, 0, 1, 0, 0);
+  else return go(norm_forward_loop_kernel<T, RMS, VEC>, 0, 1, 0, 0);
 }
 
 // A cluster (or block) for each (512 / width) x kRows rows: the block
@@ -506,7 +507,7 @@ tc_status launch_forward(const norms::Forward& f) {
                      static_cast<const T*>(f.bias), static_cast<T*>(f.y), static_cast<A*>(f.mean),
                      static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps)};
   const int64_t chunks = f.cols / VEC;
-  return pick_kernel<T, RMS, VEC, false>(chunks, [&](auto kernel, int cluster, int rows, int vpt) -> tc_status {
+  return pick_kernel<T, RMS, VEC, false>(chunks, [&](auto kernel, int cluster, int rows, int vpt, int) -> tc_status {
     const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
     const unsigned groups = grid_1d(f.rows, kBlock / width * rows, INT32_MAX / 16);
     if (cluster > 1)
@@ -522,18 +523,12 @@ tc_status launch_backward(const norms::Backward& b) {
   const int64_t chunks = b.cols / VEC;
   cudaStream_t stream = as_stream(b.stream);
   int64_t blocks = 0;
-  auto launch = [&](auto kernel, int cluster, int rows, int vpt) -> tc_status {
+  auto launch = [&](auto kernel, int cluster, int rows, int vpt, int clusters_resident) -> tc_status {
     const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
     // Resident blocks (clusters), each owning a band of rows of equal length,
     // each at least one row (each writes its partial row), no more than the
     // workspace has partial rows for.
-    int64_t resident = 0;
-    if constexpr (kLongVpt<T, VEC> > 0)
-      if (cluster > 1)
-        resident = with_cluster_size(cluster, [&](auto c) {
-          return cluster_capacity<register_kernel<T, RMS, VEC, true, kLongVpt<T, VEC>, 1, decltype(c)::value>()>(
-              kBlock, c);
-        });
+    int64_t resident = clusters_resident;
     if (cluster <= 1) TC_RETURN_IF_ERROR(resident_blocks(b.op, kernel, &resident));
     blocks = min3(norms::kMaxPartials, resident, plan::ceil_div(b.rows, int64_t(kBlock / width) * rows));
     const int64_t band = plan::ceil_div(b.rows, blocks);

@@ -265,14 +265,16 @@ tc_status launch_registers(const char* op, int64_t rows, int64_t cols, int block
   using Eight = std::integral_constant<int, 8>;
   using W512 = std::integral_constant<int, 512>;
   const int64_t nvec = cols / Vec<T>::size;
-  if constexpr (sizeof(T) < 8)  // double never takes a cluster (register_blocks)
-    if (blocks > 1) return with_cluster_size(blocks, [&](auto c) { return go(W512{}, Eight{}, c); });
   if (nvec <= 32 * 4) return go(std::integral_constant<int, 32>{}, Four{}, I{});
   if (nvec <= 64 * 4) return go(std::integral_constant<int, 64>{}, Four{}, I{});
   if (nvec <= 128 * 4) return go(std::integral_constant<int, 128>{}, Four{}, I{});
-  if (nvec <= 256 * 4 || sizeof(T) == 8) return go(std::integral_constant<int, 256>{}, Four{}, I{});
-  if constexpr (sizeof(T) < 8) return go(W512{}, Eight{}, I{});
-  return TC_OK;  // not reached
+  if constexpr (sizeof(T) == 8) {  // register_blocks stops double at 256 x 4 vectors
+    return go(std::integral_constant<int, 256>{}, Four{}, I{});
+  } else {
+    if (nvec <= 256 * 4) return go(std::integral_constant<int, 256>{}, Four{}, I{});
+    if (blocks > 1) return with_cluster_size(blocks, [&](auto c) { return go(W512{}, Eight{}, c); });
+    return go(W512{}, Eight{}, I{});
+  }
 }
 
 // Rows up to 1024 columns: a warp each; longer: a block each.

@@ -99,6 +99,26 @@ __device__ __forceinline__ A cluster_allreduce(A v, Op op, A (&slots)[2][CLUSTER
   return a[0];
 }
 
+// A launch configuration with a cluster dimension along x (cudaLaunchKernelEx,
+// cudaOccupancyMaxActiveClusters). Not copyable: cfg points at attr.
+struct ClusterLaunch {
+  cudaLaunchAttribute attr{};
+  cudaLaunchConfig_t cfg{};
+  ClusterLaunch(unsigned grid, int threads, int cluster, size_t smem, cudaStream_t stream) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(cluster);
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 // Clusters of `cluster` blocks of Kernel (`threads` each, `smem` dynamic
 // bytes) that fit on the current device at once; 0 when none do or the device
 // has no clusters (before sm_90). Sizes above 8 are opted into here. Asked
@@ -113,19 +133,10 @@ int cluster_capacity(int threads, int cluster, size_t smem = 0) {
   }
   if (const int k = known[dev].load(std::memory_order_relaxed)) return k - 1;
   int n = 0;
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(cluster);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(unsigned(cluster));
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  const ClusterLaunch launch(unsigned(cluster), threads, cluster, smem, nullptr);
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
       (cluster > 8 && cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) ||
-      cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg) != cudaSuccess) {
+      cudaOccupancyMaxActiveClusters(&n, Kernel, &launch.cfg) != cudaSuccess) {
     cudaGetLastError();
     n = 0;
   }
@@ -138,18 +149,8 @@ int cluster_capacity(int threads, int cluster, size_t smem = 0) {
 template <class... P, class... Args>
 tc_status launch_clustered(const char* op, void (*kernel)(P...), unsigned grid, int threads, int cluster,
                            size_t smem, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(cluster);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  TC_RETURN_IF_ERROR(cuda_status(op, "cluster launch", cudaLaunchKernelEx(&cfg, kernel, P(args)...)));
+  const ClusterLaunch launch(grid, threads, cluster, smem, stream);
+  TC_RETURN_IF_ERROR(cuda_status(op, "cluster launch", cudaLaunchKernelEx(&launch.cfg, kernel, P(args)...)));
   return check_launch(op);
 }
 
