@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import tinycuda.ops  # noqa: F401  (loads the kernels, registers the ops)
-from tinycuda.optable import noncontiguous, view  # noqa: F401  (re-exported for the family tests)
+from tinycuda.optable import grad_outs, noncontiguous, outputs, view  # noqa: F401  (re-exported for the family tests)
 
 HAS_CUDA = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
     "tinycuda::relu", "CUDA")
@@ -101,14 +101,22 @@ def check_op(ours_fn, torch_fn, args, kwargs=None, *, grad=True, grad_out="conti
 
     ours_in, lp_in, ref_in = leaves(lambda t: t), leaves(lambda t: t), leaves(lambda t: t.double())
     out, out_lp, out_ref = ours_fn(*ours_in, **kwargs), torch_fn(*lp_in, **kwargs), torch_fn(*ref_in, **kwargs)
-    assert_matches(out, out_lp, out_ref, rtol32=rtol32, atol32=atol32)
+    outs, outs_lp, outs_ref = outputs(out), outputs(out_lp), outputs(out_ref)
+    assert len(outs) == len(outs_ref), (len(outs), len(outs_ref))
+    for k, (a, b, r) in enumerate(zip(outs, outs_lp, outs_ref)):
+        try:
+            assert_matches(a, b, r, rtol32=rtol32, atol32=atol32)
+        except AssertionError as e:
+            if len(outs) > 1:
+                e.add_note(f"(output {k})")
+            raise
     idx = [i for i, w in enumerate(wants) if w]
     if not idx:
         return out
-    g = view(torch.randn(out_ref.shape, device=out.device).to(out.dtype), grad_out)
-    gs = torch.autograd.grad(out, [ours_in[i] for i in idx], g)
-    gs_lp = torch.autograd.grad(out_lp, [lp_in[i] for i in idx], g)
-    gs_ref = torch.autograd.grad(out_ref, [ref_in[i] for i in idx], g.double())
+    g = grad_outs(outs_ref, grad_out, outs[0].dtype)
+    gs = torch.autograd.grad(outs, [ours_in[i] for i in idx], g)
+    gs_lp = torch.autograd.grad(outs_lp, [lp_in[i] for i in idx], g)
+    gs_ref = torch.autograd.grad(outs_ref, [ref_in[i] for i in idx], [t.double() for t in g])
     for i, a, b, r in zip(idx, gs, gs_lp, gs_ref):
         assert a.dtype == args[i].dtype
         try:

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tinycuda
 from conftest import DEVICES, DTYPES, HAS_CUDA, check_compiled, check_op, requires_cuda
-from tinycuda.optable import OPS, view
+from tinycuda.optable import OPS, grad_outs, outputs
 
 
 def _id(dtype):
@@ -152,8 +152,8 @@ def op_calls(info, device, dtype):
             wrt = _wrt(sample) if info.differentiable else []
             if wrt:
                 args = [t.detach().requires_grad_() if i in wrt else t for i, t in enumerate(sample.args)]
-                out = info.fn(*args, **sample.kwargs)
-                g = view(torch.randn(out.shape, device=out.device).to(out.dtype), sample.grad_out)
+                out = outputs(info.fn(*args, **sample.kwargs))
+                g = grad_outs(out, sample.grad_out)
                 mode.backward = True
                 torch.autograd.grad(out, [args[i] for i in wrt], g)
                 mode.backward = False
@@ -283,8 +283,7 @@ def test_compile_fullgraph(info, device):
         args, wrt = _leaves(info, sample)
         g = None
         if wrt:
-            out = info.fn(*args, **sample.kwargs)
-            g = view(torch.randn(out.shape, device=device), sample.grad_out)
+            g = grad_outs(info.fn(*args, **sample.kwargs), sample.grad_out, torch.float32)
         with _described(sample):
             check_compiled(info.fn, args, sample.kwargs, wrt=wrt, grad_out=g, reps=2, rtol=0, atol=0)
 
@@ -299,8 +298,8 @@ def test_cuda_graph_replay(info):
         args, wrt = _leaves(info, sample)
 
         def step():
-            out = info.fn(*args, **sample.kwargs)
-            return (out, *torch.autograd.grad(out, wrt, g)) if wrt else (out,)
+            out = outputs(info.fn(*args, **sample.kwargs))
+            return (*out, *torch.autograd.grad(out, wrt, g)) if wrt else out
 
         # Everything before the capture, the forward that sizes grad_out
         # included, on a side stream (torch.cuda.graph's recipe): with one
@@ -310,8 +309,7 @@ def test_cuda_graph_replay(info):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            out = info.fn(*args, **sample.kwargs)
-            g = view(torch.randn(out.shape, device="cuda"), sample.grad_out)
+            g = grad_outs(info.fn(*args, **sample.kwargs), sample.grad_out, torch.float32)
             ref = step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()

@@ -133,6 +133,16 @@ def view(t, layout):
     return flat[1:].view(t.shape)
 
 
+def outputs(out):
+    """An op's outputs as a tuple: one tensor, or the tuple of an op with several (add_rms_norm, rope)."""
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def grad_outs(out, layout="contig", dtype=None):
+    """A fresh random gradient for each output of `out`, laid out as `layout` says (see `view`)."""
+    return tuple(view(torch.randn(o.shape, device=o.device).to(dtype or o.dtype), layout) for o in outputs(out))
+
+
 def noncontiguous(t):
     return view(t, "strided")
 
