@@ -43,6 +43,19 @@ inline tc_status cuda_status(const char* op, const char* what, cudaError_t err) 
   return tc_fail(TC_ERR_CUDA, "%s: %s failed: %s", op, what, cudaGetErrorString(err));
 }
 
+// A value only the device reads (a class index, a position id) out of
+// range: the kernel stops with a device-side assert, as torch's kernels do.
+// The stream then reports cudaErrorAssert ("device-side assert triggered") at
+// the next synchronization, the assert's line in the log names the op, and
+// the context is unusable from then on (CUDA's rule). `msg` is a literal
+// starting "tinycuda::<op>: ". Unlike assert(), kept under NDEBUG; glibc's
+// declaration is not, so it is declared here.
+extern "C" __host__ __device__ void __assert_fail(const char*, const char*, unsigned int, const char*) noexcept;
+#define TC_DEVICE_REQUIRE(cond, msg)                               \
+  do {                                                             \
+    if (!(cond)) __assert_fail(msg, __FILE__, __LINE__, __func__); \
+  } while (0)
+
 // Every launch is followed by this: a bad configuration surfaces here, named.
 inline tc_status check_launch(const char* op) {
   return cuda_status(op, "kernel launch", cudaGetLastError());
