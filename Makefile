@@ -33,12 +33,13 @@ test: install
 	$(PY) -m pytest -q -n auto
 
 # On a GPU machine: the same suite (CUDA tests run when a GPU is visible),
-# then compute-sanitizer: memcheck over every CUDA test but the >2^31-element
-# and torch.compile ones; racecheck (slow) over the tests marked `racecheck`
-# (kernels that share memory: sum, scale_bias_relu, the tiled GEMMs, the row
-# reductions of softmax, the norms and cross-entropy) in float32 and bfloat16.
-MEMCHECK_TESTS = -m "cuda and not large and not compile"
-RACECHECK_TESTS = -m "cuda and racecheck and not large and not compile" -k "float32 or bfloat16"
+# then compute-sanitizer: memcheck over every CUDA test but the >2^31-element,
+# torch.compile and device-assert ones (those end in an assert on purpose);
+# racecheck (slow) over the tests marked `racecheck` (kernels that share
+# memory: sum, scale_bias_relu, the tiled GEMMs, the row reductions of
+# softmax, the norms and cross-entropy) in float32 and bfloat16.
+MEMCHECK_TESTS = -m "cuda and not large and not compile and not device_assert"
+RACECHECK_TESTS = -m "cuda and racecheck and not large and not compile and not device_assert" -k "float32 or bfloat16"
 SANITIZE = compute-sanitizer --error-exitcode 1
 sanitize: install
 	$(SANITIZE) --tool memcheck $(PY) -m pytest tests $(MEMCHECK_TESTS) -p no:cacheprovider -q -x

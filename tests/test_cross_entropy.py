@@ -1,8 +1,10 @@
 """cross_entropy beyond the op table (tests/test_ops.py): all rows ignored,
-infinities, out-of-range targets on CUDA, the in-place backward and its
+infinities, out-of-range targets on CUDA (a device-side assert), the in-place backward and its
 one-backward rule, the gradient made by the forward, determinism, the
 module under torch.compile's CUDA graphs, the nn.CrossEntropyLoss drop-in."""
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -38,17 +40,32 @@ def test_cross_entropy_infinities(device):
     assert torch.isnan(ours[2]) and not torch.isnan(ours[:2]).any()
 
 
+_BAD_TARGET = """
+import sys, torch, tinycuda
+x = torch.randn(5, 4097, device="cuda", requires_grad=True)
+t = torch.tensor([0, 1, 2, int(sys.argv[1]), 4], device="cuda")
+try:
+    tinycuda.cross_entropy(x, t, reduction=sys.argv[2]).sum().backward()
+    torch.cuda.synchronize()
+except RuntimeError as e:
+    print("raised:", e)
+    sys.exit(3)
+print("no error")
+"""
+
+
 @requires_cuda
-def test_cross_entropy_out_of_range_target_cuda_is_nan_row():
-    """On CUDA (no host sync to raise from) the row's loss and gradient are NaN; nothing else changes."""
-    x = torch.randn(5, 4097, device="cuda")
-    t = torch.tensor([0, 1, 2, 4097, 4], device="cuda")
-    loss, grad = OP.cross_entropy(x, t, -100, "none", 0.0, True)
-    assert torch.isnan(loss[3]) and torch.isnan(grad[3]).all()
-    keep = torch.tensor([0, 1, 2, 4], device="cuda")
-    ref = F.cross_entropy(x[keep], t[keep], reduction="none")
-    torch.testing.assert_close(loss[keep], ref)
-    assert torch.isnan(tinycuda.cross_entropy(x, t))
+@pytest.mark.device_assert
+@pytest.mark.parametrize("target,reduction", [(4097, "mean"), (-5, "none")])
+def test_cross_entropy_out_of_range_target_cuda_raises(target, reduction):
+    """As torch: a device-side assert naming the op, raised at the next
+    synchronization, never a silent NaN. It ruins the CUDA context, so it runs
+    in a child process."""
+    run = subprocess.run([sys.executable, "-c", _BAD_TARGET, str(target), reduction], capture_output=True,
+                         text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 3 and "device-side assert" in out, out
+    assert "tinycuda::cross_entropy: a target is out of range [0, classes) and not ignore_index" in out, out
 
 
 def test_cross_entropy_backward_scales_in_place_and_skips_ones(device, dtype):

@@ -74,3 +74,11 @@ def test_softmax_registers_variant_reaches_cluster_lengths():
                                rtol=0.02, atol=1e-6)
     with pytest.raises(RuntimeError, match=r"algo 2 \(registers\) needs cols a multiple of 8 and at most 524288"):
         torch.ops.tinycuda.softmax(torch.randn(2, 524296, device="cuda", dtype=torch.bfloat16), -1, algo=2)
+
+
+@pytest.mark.parametrize("dtype,cols", _cases(NORM_COLS), ids=str)
+def test_add_rms_norm_long_rows(dtype, cols):
+    x, r = torch.randn(5, cols, device="cuda", dtype=dtype), torch.randn(5, cols, device="cuda", dtype=dtype)
+    w = 1 + 0.1 * torch.randn(cols, device="cuda", dtype=dtype)
+    check_op(tinycuda.add_rms_norm, lambda x, r, w, eps: (torch.nn.functional.rms_norm(x + r, (cols,), w, eps), x + r),
+             (x, r, w, 1e-6), rtol32=1e-4, atol32=1e-4)

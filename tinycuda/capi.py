@@ -40,7 +40,8 @@ import numpy as np
 
 from . import _build
 
-__all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "cross_entropy",
+__all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "add_rms_norm",
+           "add_rms_norm_backward", "cross_entropy",
            "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
@@ -726,24 +727,29 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
 # ---------------------------------------------------------------------------
 # layer_norm, rms_norm
 
+# the norms' arrays of x's shape (add_rms_norm's residual stream and its gradient among them)
+_ROW_SHAPED = ("x", "grad_out", "out", "grad_x", "residual", "residual_out", "grad_residual_out")
+
+
 def _norm(op, named, normalized_shape, stats, outs, stream, output_mask=None, **fields):
-    """The norms over x [..., *normalized_shape]: named and outs as _shaped's (grad_out, out and grad_x
-    of x's shape, the others of normalized_shape), stats ({name: array or None}) one per row, in _acc's
+    """The norms over x [..., *normalized_shape]: named and outs as _shaped's (those in _ROW_SHAPED of
+    x's shape, the others of normalized_shape), stats ({name: array or None}) one per row, in _acc's
     dtype; the outputs of output_mask. Returns (outputs, {name: statistic})."""
     v = _check(op, {arg: a for arg, (_, a) in named.items()})
-    x, shape = v["x"], (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    x = next(iter(v.values()))  # x, or add_rms_norm_backward's residual_out: the rows
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     lead = len(x.shape) - len(shape)
     if not shape or lead < 0 or x.shape[lead:] != shape:
         raise ValueError(f"tinycuda.capi.{op}: normalized_shape {shape} must equal the last dims of x, "
                          f"whose shape is {x.shape}")
     for arg, a in v.items():
-        if a.shape != (x.shape if arg in ("x", "grad_out") else shape):
+        if a.shape != (x.shape if arg in _ROW_SHAPED else shape):
             raise ValueError(f"tinycuda.capi.{op}: {arg} must have shape "
-                             f"{x.shape if arg == 'grad_out' else shape}, got {a.shape}")
+                             f"{x.shape if arg in _ROW_SHAPED else shape}, got {a.shape}")
     rows = math.prod(x.shape[:lead])
     stats = {name: _array(op, name, a, x, (rows,), _acc(x)) for name, a in stats.items()}
     res = _outputs(op, x, output_mask or [True] * len(outs), [
-        (arg, given, x.shape if arg in ("out", "grad_x") else shape) for arg, (_, given) in outs.items()])
+        (arg, given, x.shape if arg in _ROW_SHAPED else shape) for arg, (_, given) in outs.items()])
     _call(op, x, stream, rows=rows, cols=math.prod(shape), **{f: v.get(arg) for arg, (f, _) in named.items()},
           **{name: a[1] for name, a in stats.items()}, **{f: r[1] for (f, _), r in zip(outs.values(), res)},
           **fields)
@@ -784,6 +790,31 @@ def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_m
                       grad_weight=None, stream=None):
     """(grad_x, grad_weight) of rms_norm from x and its rstd."""
     return _norm("rms_norm_backward", {"x": ("x", x), "grad_out": ("grad_y", grad_out), "weight": ("weight", weight)},
+                 normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
+                                                     "grad_weight": ("grad_weight", grad_weight)}, stream,
+                 output_mask)[0]
+
+
+def add_rms_norm(x, residual, normalized_shape, weight=None, eps=None, *, out=None, residual_out=None, rstd=None,
+                 stream=None):
+    """(y, residual_out, rstd): s = x + residual (rounded to x's dtype) as
+    residual_out, and y = s / sqrt(mean(s^2) + eps) over its trailing dims
+    normalized_shape, times weight (optional); eps as rms_norm's."""
+    acc = _acc(_check("add_rms_norm", {"x": x})["x"])
+    (y, s), st = _norm("add_rms_norm", {"x": ("x", x), "residual": ("residual", residual), "weight": ("weight", weight)},
+                       normalized_shape, dict(rstd=rstd), {"out": ("y", out), "residual_out": ("residual_out", residual_out)},
+                       stream, eps=float(np.finfo(acc).eps if eps is None else eps))
+    return y, s, st["rstd"]
+
+
+def add_rms_norm_backward(grad_out, grad_residual_out, residual_out, normalized_shape, rstd, weight=None,
+                          output_mask=(True, True), *, grad_x=None, grad_weight=None, stream=None):
+    """(grad_x, grad_weight) of add_rms_norm from its residual_out and rstd; grad_x is also residual's gradient
+    and includes grad_residual_out (None: 0)."""
+    return _norm("add_rms_norm_backward", {"residual_out": ("residual_out", residual_out),
+                                           "grad_out": ("grad_y", grad_out),
+                                           "grad_residual_out": ("grad_residual_out", grad_residual_out),
+                                           "weight": ("weight", weight)},
                  normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
                                                      "grad_weight": ("grad_weight", grad_weight)}, stream,
                  output_mask)[0]

@@ -648,6 +648,47 @@ def _rms_norm_errors():
     ]
 
 
+def _add_rms_norm_samples(device, dtype):
+    # rms_norm's shapes (explicit eps, as there), normalized over weight's dims
+    # or, with no weight, the last dim; the residual in every layout
+    for shape, ns in RMS_NORM_CASES:
+        x, r, w = _norm_x(shape, device, dtype), randn(shape, device, dtype), randn(ns, device, dtype, 0.5, 1)
+        for weight in (True, False):
+            yield from _layouts(lambda lay: ((view(x, lay), view(r, lay), view(w, lay) if weight else None, 1e-6),
+                                             {}), f"{_shape_id(shape)}-{'weight' if weight else 'no_weight'}")
+    x, r = _misaligned_rows(device, dtype), randn((33, 64), device, dtype)
+    yield Sample("33x64-misaligned", (x, r, randn(64, device, dtype), 1e-6))
+    x, r, w = _norm_x((3, 4, 5), device, dtype), randn((3, 4, 5), device, dtype), randn((4, 5), device, dtype, 0.5, 1)
+    yield Sample("3x4x5-default_eps", (x, r, w))
+    yield Sample("3x4x5-grad_residual", (x, r, w, 1e-6), grad=(1,))
+    yield Sample("3x4x5-grad_weight", (x, r, w, 1e-6), grad=(2,))
+
+
+def _add_rms_norm_ref(x, residual, weight=None, eps=None):
+    s = x + residual
+    return F.rms_norm(s, weight.shape if weight is not None else s.shape[-1:], weight, eps), s
+
+
+def _add_rms_norm_errors():
+    x, f = torch.randn(3, 4), ops.add_rms_norm
+    y, s, rstd = torch.ops.tinycuda.add_rms_norm(x, x, [4], None, None)
+    bwd = torch.ops.tinycuda.add_rms_norm_backward
+    return [
+        ErrorCase(r"tinycuda::add_rms_norm: residual has shape \[3, 5\] but x has shape \[3, 4\]", f,
+                  (x, torch.randn(3, 5))),
+        ErrorCase(r"tinycuda::add_rms_norm: residual has dtype Half but x has dtype Float", f,
+                  (x, x.half())),
+        ErrorCase(r"tinycuda::add_rms_norm: weight must have shape \[4\] \(normalized_shape\), got \[3\]",
+                  torch.ops.tinycuda.add_rms_norm, (x, x, [4], torch.randn(3), None)),
+        ErrorCase(r"tinycuda::add_rms_norm: normalized_shape \[2, 4\] must equal the last dims of x", f,
+                  (x, x, torch.randn(2, 4))),
+        ErrorCase(r"tinycuda::add_rms_norm_backward: grad_residual_out has shape \[3, 5\]", bwd,
+                  (y, torch.randn(3, 5), s, [4], rstd, None, [True, False])),
+        ErrorCase(r"tinycuda::add_rms_norm_backward: rstd must have 3 elements \(one per row\), got 2", bwd,
+                  (y, None, s, [4], rstd[:2], None, [True, False])),
+    ]
+
+
 # ---------------------------------------------------------------------------
 # cross_entropy, fused_linear_cross_entropy
 
@@ -966,6 +1007,23 @@ def _norm_bytes(shape, mode, s):
     return "GB/s", {"fwd": 2 * n * s, "bwd": 3 * n * s, "fwd+bwd": 5 * n * s}[mode]
 
 
+def _add_rms_norm_bytes(shape, mode, s):
+    """fwd reads x and residual, writes y and s; bwd reads grad_y, grad_s and s,
+    writes grad_x (which is also grad_residual)."""
+    n = math.prod(shape)
+    return "GB/s", {"fwd": 4 * n * s, "bwd": 4 * n * s, "fwd+bwd": 8 * n * s}[mode]
+
+
+def _add_rms_norm_bench(sh, dt, dev):
+    return [randn(sh, dev, dt), randn(sh, dev, dt), randn(sh[-1], dev, dt, 0.1, 1), 1e-6]
+
+
+def _liger_add_rms_norm(x, residual, weight, eps):
+    """Liger's fused add + RMSNorm: (y, s), in Liger's default casting mode ("llama")."""
+    f = importlib.import_module("liger_kernel.ops.fused_add_rms_norm").LigerFusedAddRMSNormFunction
+    return f.apply(x, residual, weight, eps)
+
+
 def _linear_flops(shape, mode, s):
     m, n, k = shape
     return "TFLOP/s", {"fwd": 2, "bwd": 4, "fwd+bwd": 6}[mode] * m * n * k
@@ -1147,6 +1205,9 @@ OPS = [
            bench=Bench(NORM_SHAPES, _rms_norm_bench, _norm_bytes,
                        liger=_liger("transformers.functional", "liger_rms_norm",
                                     lambda x, shape, w, eps: (x, w, eps)))),
+    OpInfo("add_rms_norm", ops.add_rms_norm, _add_rms_norm_ref, _add_rms_norm_samples, grad_atol=1e-4,
+           racecheck=True, errors=_add_rms_norm_errors,
+           bench=Bench(NORM_SHAPES, _add_rms_norm_bench, _add_rms_norm_bytes, liger=_liger_add_rms_norm)),
     # fp32 sums of up to 1e5 terms: atol ~ sqrt(n) * eps * |x|.
     OpInfo("sum", ops.sum, _sum_ref, _sum_samples, atol=2e-4, racecheck=True, errors=_sum_errors,
            bench=Bench({"small": [(2**20,)], "large": [(2**28,)], "all": [(2**16,), (2**20,), (2**24,), (2**28,)],

@@ -24,6 +24,12 @@ tc_status norm_forward_cpu(const norms::Forward& f) {
     for (int64_t r = 0; r < f.rows; ++r) {
       const T* x = static_cast<const T*>(f.x) + r * f.cols;
       T* y = static_cast<T*>(f.y) + r * f.cols;
+      if (f.add) {  // normalize the rounded sum, as rms_norm(x + residual) would
+        const T* res = static_cast<const T*>(f.residual) + r * f.cols;
+        T* sum = static_cast<T*>(f.sum) + r * f.cols;
+        for (int64_t c = 0; c < f.cols; ++c) sum[c] = from_acc<T>(A(to_acc(x[c])) + A(to_acc(res[c])));
+        x = sum;
+      }
       double sum = 0, ss = 0;
       if (!RMS)
         for (int64_t c = 0; c < f.cols; ++c) sum += to_acc(x[c]);
@@ -54,6 +60,7 @@ tc_status norm_backward_cpu(const norms::Backward& p) {
     using A = acc_t<T>;
     const T* w = static_cast<const T*>(p.weight);
     T* gx = static_cast<T*>(p.grad_x);
+    const T* gs = static_cast<const T*>(p.grad_sum);
     std::vector<double> dw(p.grad_weight ? p.cols : 0), db(p.grad_bias ? p.cols : 0);
     const double inv_n = p.cols ? 1.0 / double(p.cols) : 0.0;
     for (int64_t r = 0; r < p.rows; ++r) {
@@ -79,7 +86,8 @@ tc_status norm_backward_cpu(const norms::Backward& p) {
       const A mean_wg = RMS ? A(0) : A(sum_wg * inv_n), mean_wgx = A(sum_wgx * inv_n);
       for (int64_t c = 0; c < p.cols; ++c) {
         at(c, xhat, gy, wg);
-        gx[r * p.cols + c] = from_acc<T>(rstd * (wg - mean_wg - xhat * mean_wgx));
+        const A add = gs ? A(to_acc(gs[r * p.cols + c])) : A(0);
+        gx[r * p.cols + c] = from_acc<T>(rstd * (wg - mean_wg - xhat * mean_wgx) + add);
       }
     }
     T* gw = static_cast<T*>(p.grad_weight);

@@ -27,8 +27,9 @@
 // L2 miss in pass 2 costs a DRAM read, down to ~2.0 TB/s if all missed.
 // Without the gradient (no_grad): N V s bytes, one pass.
 //
-// Targets outside [0, V) other than ignore_index are never dereferenced: the
-// row's loss and its gradient row are NaN (the CPU path raises instead).
+// A target outside [0, V) other than ignore_index stops the kernel with a
+// device-side assert (TC_DEVICE_REQUIRE), as torch's kernel does, before it is
+// dereferenced: no silent NaN loss. The CPU path raises, naming the row.
 #include "tinycuda/cross_entropy.h"
 #include "../shared/cross_entropy_math.h"
 #include "../shared/softmax_math.h"
@@ -225,8 +226,10 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
     const T* xv = x + head;
     T* gv = g ? g + head : nullptr;
     A loss;
-    if (t64 == ignore_index || t64 < 0 || t64 >= cols) {
-      const A fill = t64 == ignore_index ? A(0) : A(NAN);
+    TC_DEVICE_REQUIRE(t64 == ignore_index || (t64 >= 0 && t64 < cols),
+                      "tinycuda::cross_entropy: a target is out of range [0, classes) and not ignore_index");
+    if (t64 == ignore_index) {
+      const A fill = A(0);
       loss = fill;
       if (g) {
         A a[VEC];

@@ -84,6 +84,8 @@ struct FwdArgs {
   acc_t<T>* rstd;
   int64_t rows, cols;
   acc_t<T> eps;
+  const T* r;  // add_rms_norm: x + r is normalized, and written to s (NULL: x alone)
+  T* s;
 };
 
 template <class T>
@@ -97,6 +99,7 @@ struct BwdArgs {
   acc_t<T>* part_w;  // [gridDim.x, cols] partials, NULL: not computed
   acc_t<T>* part_b;
   int64_t rows, cols, band;  // block i owns rows [i * band, (i + 1) * band)
+  const T* gs;  // add_rms_norm: added to grad_x (NULL: 0)
 };
 
 // ---------------------------------------------------------------------------
@@ -143,6 +146,30 @@ __device__ __forceinline__ void normalize(const Vec<T, VEC>& x, const T* w, cons
     if (!RMS && b) v += A(to_acc(bv.v[j]));
     y.v[j] = from_acc<T>(v);
   }
+}
+
+// add_rms_norm: s = x + r, rounded to T (the residual stream the next block
+// reads), stored, and returned for the statistics.
+template <class T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> add_residual(const Vec<T, VEC>& x, const T* r, T* s) {
+  const Vec<T, VEC> rv = load_vec<T, VEC>(r);
+  Vec<T, VEC> sv;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sv.v[j] = from_acc<T>(acc_t<T>(to_acc(x.v[j])) + acc_t<T>(to_acc(rv.v[j])));
+  store_vec(s, sv);
+  return sv;
+}
+
+// grad_x of one chunk, plus add_rms_norm's grad_s at gs (NULL: none).
+template <class T, int VEC, class A>
+__device__ __forceinline__ Vec<T, VEC> grad_x_of(const A (&xhat)[VEC], const A (&wg)[VEC], A rstd, A mean_wg,
+                                                 A mean_wgx, const T* gs) {
+  Vec<T, VEC> add, o;
+  if (gs) add = load_vec<T, VEC>(gs);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j)
+    o.v[j] = from_acc<T>(rstd * (wg[j] - mean_wg - xhat[j] * mean_wgx) + (gs ? A(to_acc(add.v[j])) : A(0)));
+  return o;
 }
 
 // The backward's per-element terms of one chunk at column `col`: xhat,
@@ -195,6 +222,16 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
     auto valid = [&](int u, int k) {
       return r0 + u < a.rows && int64_t(k) * stride + lane < chunks;
     };
+    if (a.r) {
+#pragma unroll
+      for (int u = 0; u < kRows; ++u)
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+          if (valid(u, k)) {
+            const int64_t at = (r0 + u) * a.cols + (int64_t(k) * stride + lane) * VEC;
+            xv[u][k] = add_residual(xv[u][k], a.r + at, a.s + at);
+          }
+    }
     A mean[kRows] = {}, ss[kRows] = {};
     if constexpr (!RMS) {
 #pragma unroll
@@ -320,11 +357,8 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
         if (!valid(u, k)) continue;
         const int64_t col = (int64_t(k) * stride + lane) * VEC;
         terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
-        P o;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j)
-          o.v[j] = from_acc<T>(rstd[u] * (wg[j] - mean_wg - xhat[j] * mean_wgx));
-        store_vec(a.gx + (r0 + u) * a.cols + col, o);
+        const int64_t at = (r0 + u) * a.cols + col;
+        store_vec(a.gx + at, grad_x_of<T>(xhat, wg, rstd[u], mean_wg, mean_wgx, a.gs ? a.gs + at : nullptr));
       }
     }
   }
@@ -347,6 +381,11 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
   int slot = 0;
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T* x = a.x + r * a.cols;
+    if (a.r) {  // the sum is written first and re-read (by the thread that wrote it) in each pass
+      for (int64_t c = threadIdx.x; c < chunks; c += kBlock)
+        add_residual(load_vec<T, VEC>(x + c * VEC), a.r + r * a.cols + c * VEC, a.s + r * a.cols + c * VEC);
+      x = a.s + r * a.cols;
+    }
     A mean[1] = {0}, ss[1] = {0};
     if constexpr (!RMS) {
 #pragma unroll 4
@@ -419,11 +458,8 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
     for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
       load(c, xhat, gy, wg);
       if (a.gx) {
-        P o;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j)
-          o.v[j] = from_acc<T>(rstd * (wg[j] - mean_wg - xhat[j] * mean_wgx));
-        store_vec(a.gx + r * a.cols + c * VEC, o);
+        const int64_t at = r * a.cols + c * VEC;
+        store_vec(a.gx + at, grad_x_of<T>(xhat, wg, rstd, mean_wg, mean_wgx, a.gs ? a.gs + at : nullptr));
       }
       A* pw = a.part_w ? a.part_w + blockIdx.x * a.cols + c * VEC : nullptr;
       A* pb = !RMS && a.part_b ? a.part_b + blockIdx.x * a.cols + c * VEC : nullptr;
@@ -505,7 +541,8 @@ tc_status launch_forward(const norms::Forward& f) {
   using A = acc_t<T>;
   const FwdArgs<T> a{static_cast<const T*>(f.x), static_cast<const T*>(f.weight),
                      static_cast<const T*>(f.bias), static_cast<T*>(f.y), static_cast<A*>(f.mean),
-                     static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps)};
+                     static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps),
+                     static_cast<const T*>(f.residual), static_cast<T*>(f.sum)};
   const int64_t chunks = f.cols / VEC;
   return pick_kernel<T, RMS, VEC, false>(chunks, [&](auto kernel, int cluster, int rows, int vpt, int) -> tc_status {
     const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
@@ -539,7 +576,7 @@ tc_status launch_backward(const norms::Backward& b) {
     const BwdArgs<T> a{static_cast<const T*>(b.grad_y), static_cast<const T*>(b.x),
                        static_cast<const A*>(b.mean), static_cast<const A*>(b.rstd),
                        static_cast<const T*>(b.weight), static_cast<T*>(b.grad_x), part_w, part_b,
-                       b.rows, b.cols, band};
+                       b.rows, b.cols, band, static_cast<const T*>(b.grad_sum)};
     if (cluster > 1)
       return launch_clustered(b.op, kernel, unsigned(blocks * cluster), kBlock, cluster, 0, stream, a, width);
     kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
@@ -569,7 +606,7 @@ tc_status norm_forward_cuda(const norms::Forward& f) {
   if (f.rows == 0) return TC_OK;
   return dispatch_cuda(f.dtype, f.op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
-    if (vectorizable<T>(f.cols, {f.x, f.y, f.weight, f.bias}))
+    if (vectorizable<T>(f.cols, {f.x, f.y, f.weight, f.bias, f.residual, f.sum}))
       return launch_forward<T, RMS, Vec<T>::size>(f);
     return launch_forward<T, RMS, 1>(f);
   });
@@ -591,7 +628,7 @@ tc_status norm_backward_cuda(const norms::Backward& b) {
              "%s: workspace of %zu bytes needed, %zu given", b.op, need, b.workspace_bytes);
   return dispatch_cuda(b.dtype, b.op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
-    if (vectorizable<T>(b.cols, {b.grad_y, b.x, b.weight, b.grad_x}))
+    if (vectorizable<T>(b.cols, {b.grad_y, b.x, b.weight, b.grad_x, b.grad_sum}))
       return launch_backward<T, RMS, Vec<T>::size>(b);
     return launch_backward<T, RMS, 1>(b);
   });

@@ -1,10 +1,13 @@
-// The layer_norm and rms_norm families share their kernels: rms_norm is
-// layer_norm without the mean and the bias. This header gives the CPU and
+// The layer_norm, rms_norm and add_rms_norm families share their kernels:
+// rms_norm is layer_norm without the mean and the bias, add_rms_norm is
+// rms_norm of x + residual (written out) whose backward adds the residual
+// stream's own gradient. This header gives the CPU and
 // CUDA code one view of both families' params, their argument checks, and
 // how the CUDA backward cuts the weight/bias gradients into per-block
 // partials (shared with the workspace-size queries, which need no device).
 #pragma once
 #include "internal.h"
+#include "tinycuda/add_rms_norm.h"
 #include "tinycuda/layer_norm.h"
 #include "tinycuda/rms_norm.h"
 
@@ -18,6 +21,9 @@ struct Forward {
   const void *x, *weight, *bias;  // weight, bias NULL: 1, 0
   void *y, *mean, *rstd;          // mean, rstd NULL: not written
   void* stream;
+  bool add = false;                // add_rms_norm: normalizes sum = x + residual,
+  const void* residual = nullptr;
+  void* sum = nullptr;             // written here
 };
 
 struct Backward {
@@ -29,6 +35,7 @@ struct Backward {
   void* workspace;
   size_t workspace_bytes;
   void* stream;
+  const void* grad_sum = nullptr;  // add_rms_norm: added to grad_x (NULL: 0)
 };
 
 inline Forward view(const tc_layer_norm_params& p) {
@@ -39,6 +46,10 @@ inline Forward view(const tc_rms_norm_params& p) {
   return {"rms_norm", p.dtype, p.rows, p.cols, p.eps, p.x, p.weight, nullptr, p.y, nullptr, p.rstd,
           p.stream};
 }
+inline Forward view(const tc_add_rms_norm_params& p) {
+  return {"add_rms_norm", p.dtype, p.rows, p.cols, p.eps, p.x, p.weight, nullptr, p.y, nullptr, p.rstd,
+          p.stream, true, p.residual, p.residual_out};
+}
 inline Backward view(const tc_layer_norm_backward_params& p) {
   return {"layer_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.x, p.mean, p.rstd, p.weight,
           p.grad_x, p.grad_weight, p.grad_bias, p.workspace, p.workspace_bytes, p.stream};
@@ -48,9 +59,17 @@ inline Backward view(const tc_rms_norm_backward_params& p) {
           p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream};
 }
 
+inline Backward view(const tc_add_rms_norm_backward_params& p) {
+  return {"add_rms_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.residual_out, nullptr, p.rstd,
+          p.weight, p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream,
+          p.grad_residual_out};
+}
+
 inline tc_status check(const Forward& f) {
   TC_REQUIRE(f.rows >= 0 && f.cols >= 0, "%s: negative size", f.op);
   TC_REQUIRE(f.rows * f.cols == 0 || (f.x && f.y), "%s: x or y is NULL", f.op);
+  TC_REQUIRE(f.rows * f.cols == 0 || !f.add || (f.residual && f.sum), "%s: residual or residual_out is NULL",
+             f.op);
   return TC_OK;
 }
 

@@ -3,6 +3,7 @@
 // cols], cols their product), weight and bias must have that shape, and the
 // saved statistics must be float32 (float64 for float64 x) of one per row.
 #pragma once
+#include <limits>
 #include <optional>
 
 #include "torch_utils.h"
@@ -50,6 +51,13 @@ inline void check_stats(const char* op, const char* name, const at::Tensor& s, c
            s.device().str().c_str(), x.device().str().c_str());
   TC_CHECK(s.numel() == rows, op, "%s must have %lld elements (one per row), got %lld", name,
            (long long)rows, (long long)s.numel());
+}
+
+// eps=None is torch's default for rms_norm: the epsilon of the statistics' type.
+inline double rms_eps(const at::Tensor& x, std::optional<double> eps) {
+  if (eps) return *eps;
+  return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                        : std::numeric_limits<float>::epsilon();
 }
 
 inline const void* ptr_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }

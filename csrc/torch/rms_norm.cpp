@@ -2,8 +2,6 @@
 // the core sees it as [rows, cols]. The forward also returns rstd (float32,
 // float64 for float64 x; [rows]) for the backward. eps=None is torch's
 // default: the epsilon of the statistics' type (float32 for 16-bit x).
-#include <limits>
-
 #include "tinycuda/rms_norm.h"
 #include "norm.h"
 
@@ -17,9 +15,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef
   check_args(op, {{"x", x}});
   const NormView v = norm_view(op, x, normalized_shape);
   check_affine(op, "weight", weight, x, normalized_shape);
-  const double e = eps ? *eps
-                       : (x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
-                                                         : std::numeric_limits<float>::epsilon());
+  const double e = rms_eps(x, eps);
   const at::Tensor xc = x.contiguous(), wc = contiguous_or_undefined(weight);
   at::Tensor y = empty_contiguous(xc.sizes(), xc), rstd = new_stats(xc, v.rows);
   call(op, xc, tc_rms_norm_cpu, tc_rms_norm_cuda,

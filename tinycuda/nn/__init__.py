@@ -1,4 +1,4 @@
-"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm, CrossEntropyLoss and MultiheadAttention
+"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm, AddRMSNorm, CrossEntropyLoss and MultiheadAttention
 subclass their torch.nn counterparts, so
 constructor, initialization, state_dict keys and repr are torch's own; only
 forward runs tinycuda kernels."""
@@ -28,6 +28,18 @@ class RMSNorm(torch.nn.RMSNorm):
 
     def forward(self, x):
         return ops.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+class AddRMSNorm(torch.nn.RMSNorm):
+    """The residual add of a pre-norm block fused with the RMSNorm after it:
+    forward(x, residual) returns (rms_norm(x + residual), x + residual), the
+    normalized input of the next sublayer and the new residual stream.
+    torch.nn.RMSNorm's constructor, init and state_dict (`weight`), so a
+    model's RMSNorm weights load as they are."""
+
+    def forward(self, x, residual):
+        y, s, _ = torch.ops.tinycuda.add_rms_norm(x, residual, list(self.normalized_shape), self.weight, self.eps)
+        return y, s
 
 
 class ReLU(torch.nn.ReLU):
@@ -159,5 +171,5 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         return (out if batched else out.squeeze(0 if self.batch_first else 1)), None
 
 
-__all__ = ["CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "MultiheadAttention",
+__all__ = ["AddRMSNorm", "CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "MultiheadAttention",
            "ReLU", "RMSNorm", "ScaleBiasReLU", "SwiGLU"]

@@ -29,8 +29,9 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
 
     logits [N, V] (or [V] with a 0-dim target), target int64 class indices;
     the loss has logits' dtype, computed in float32 (float64 for double).
-    On CUDA a target outside [0, V) other than ignore_index gives that row a
-    NaN loss and a NaN gradient row (the CPU raises an error naming the row).
+    A target outside [0, V) other than ignore_index raises: on the CPU an error
+    naming the row; on CUDA, as torch, a device-side assert naming the op,
+    reported at the next synchronization (the CUDA context is lost after it).
     """
     single = logits.dim() == 1
     if single:

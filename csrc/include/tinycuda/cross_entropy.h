@@ -14,8 +14,10 @@
  * for SUM and MEAN, one per row for NONE. Math in float (double for double).
  *
  * A target outside [0, cols) other than ignore_index: the CPU entry point
- * fails (naming the row) before writing anything; the CUDA one never reads
- * out of bounds and gives that row a NaN loss and a NaN gradient row.
+ * fails (naming the row) before writing anything; the CUDA kernel stops with
+ * a device-side assert naming the op, before reading out of bounds (as torch's
+ * kernel does): the stream reports cudaErrorAssert at the next synchronization
+ * and the CUDA context is unusable from then on.
  *
  * Chunked callers (fused_linear_cross_entropy runs this on slices of rows):
  * grad_logits may be logits itself (the gradient overwrites the logits),
