@@ -134,15 +134,18 @@ def _runner(fn, inputs, mode, loss=False):
     # grad_out by shape, not randn_like: that follows the output's strides, so
     # two implementations whose outputs are laid out differently (SDPA's, a
     # transposed view here) would get different gradients
+    # (one for each output of an op with several: add_rms_norm, rope)
     def grad_out(out):
-        return torch.ones_like(out) if loss else torch.randn(out.shape, dtype=out.dtype, device=out.device)
+        return [torch.ones_like(o) if loss else torch.randn(o.shape, dtype=o.dtype, device=o.device)
+                for o in _as_list(out)]
 
     if mode == "bwd":
-        out = fn(*leaves)
+        out = _as_list(fn(*leaves))
         g = grad_out(out)
         return lambda: torch.autograd.grad(out, wrt, g, retain_graph=True)
-    g = grad_out(fn(*inputs).detach())
-    return lambda: torch.autograd.grad(fn(*leaves), wrt, g)
+    with torch.no_grad():
+        g = grad_out(fn(*inputs))
+    return lambda: torch.autograd.grad(_as_list(fn(*leaves)), wrt, g)
 
 
 def _as_list(out):
