@@ -50,3 +50,14 @@ def test_rms_norm_module_matches_torch_nn():
                               torch.randn(4, 3, 8))
     m = tinycuda.nn.RMSNorm(6, dtype=torch.bfloat16)
     assert m.weight.dtype == torch.bfloat16 and torch.equal(m.weight, torch.ones(6, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("cols", [64, 12288, 40000])
+def test_rms_norm_in_place_is_the_forward(device, dtype, cols):
+    # one block, one block of 32 a thread, a cluster: every kernel reads its whole row before it writes
+    x, w = torch.randn(3, cols, device=device, dtype=dtype), torch.randn(cols, device=device, dtype=dtype)
+    for kw in ({}, {"offset": 1.0, "casting_mode": "llama"}):
+        y = tinycuda.rms_norm(x, cols, w, 1e-6, **kw)
+        z = x.clone()
+        assert tinycuda.rms_norm_(z, cols, w, 1e-6, **kw) is z
+        assert torch.equal(z, y)

@@ -45,7 +45,7 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
-           "rms_norm", "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
+           "rms_norm", "rms_norm_", "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
            "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
 
 
@@ -775,40 +775,55 @@ def layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight=None, 
                   "grad_bias": ("grad_bias", grad_bias)}, stream, output_mask)[0]
 
 
-def rms_norm(x, normalized_shape, weight=None, eps=None, *, out=None, rstd=None, stream=None):
+def _rms_options(op, x, eps, offset, casting_mode, backward=False):
+    """rms_norm's fields: eps (None: torch's default, the epsilon of rstd's dtype), offset, casting."""
+    fields = dict(offset=float(offset), casting=_enum(op, "casting_mode", "TC_RMS_CAST_", casting_mode))
+    if not backward:
+        fields["eps"] = float(np.finfo(_acc(_check(op, {"x": x})["x"])).eps if eps is None else eps)
+    return fields
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None, offset=0.0, casting_mode="gemma", *, out=None, rstd=None,
+             stream=None):
     """(y, rstd): x / sqrt(mean(x^2) + eps) over its trailing dims
-    normalized_shape, times weight (optional); eps None is torch's default,
-    the epsilon of rstd's dtype: float32 (float64 for float64 x), one per row,
-    for rms_norm_backward."""
-    acc = _acc(_check("rms_norm", {"x": x})["x"])
+    normalized_shape, times offset + weight (optional); rstd float32 (float64
+    for float64 x), one per row, for rms_norm_backward; casting_mode 'gemma',
+    'llama' or 'none' (rms_norm.h)."""
     (y,), st = _norm("rms_norm", {"x": ("x", x), "weight": ("weight", weight)}, normalized_shape, dict(rstd=rstd),
-                     {"out": ("y", out)}, stream, eps=float(np.finfo(acc).eps if eps is None else eps))
+                     {"out": ("y", out)}, stream, **_rms_options("rms_norm", x, eps, offset, casting_mode))
     return y, st["rstd"]
 
 
-def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_mask=(True, True), *, grad_x=None,
-                      grad_weight=None, stream=None):
+def rms_norm_(x, normalized_shape, weight=None, eps=None, offset=0.0, casting_mode="gemma", *, stream=None):
+    """rms_norm written over x, which it returns."""
+    _norm("rms_norm", {"x": ("x", x), "weight": ("weight", weight)}, normalized_shape, dict(rstd=None),
+          {"out": ("y", x)}, stream, **_rms_options("rms_norm_", x, eps, offset, casting_mode))
+    return x
+
+
+def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_mask=(True, True), offset=0.0,
+                      casting_mode="gemma", *, grad_x=None, grad_weight=None, stream=None):
     """(grad_x, grad_weight) of rms_norm from x and its rstd."""
     return _norm("rms_norm_backward", {"x": ("x", x), "grad_out": ("grad_y", grad_out), "weight": ("weight", weight)},
                  normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
                                                      "grad_weight": ("grad_weight", grad_weight)}, stream,
-                 output_mask)[0]
+                 output_mask, **_rms_options("rms_norm_backward", x, None, offset, casting_mode, True))[0]
 
 
-def add_rms_norm(x, residual, normalized_shape, weight=None, eps=None, *, out=None, residual_out=None, rstd=None,
-                 stream=None):
+def add_rms_norm(x, residual, normalized_shape, weight=None, eps=None, offset=0.0, casting_mode="gemma", *, out=None,
+                 residual_out=None, rstd=None, stream=None):
     """(y, residual_out, rstd): s = x + residual (rounded to x's dtype) as
     residual_out, and y = s / sqrt(mean(s^2) + eps) over its trailing dims
-    normalized_shape, times weight (optional); eps as rms_norm's."""
-    acc = _acc(_check("add_rms_norm", {"x": x})["x"])
+    normalized_shape, times offset + weight (optional); eps and casting_mode as rms_norm's."""
     (y, s), st = _norm("add_rms_norm", {"x": ("x", x), "residual": ("residual", residual), "weight": ("weight", weight)},
                        normalized_shape, dict(rstd=rstd), {"out": ("y", out), "residual_out": ("residual_out", residual_out)},
-                       stream, eps=float(np.finfo(acc).eps if eps is None else eps))
+                       stream, **_rms_options("add_rms_norm", x, eps, offset, casting_mode))
     return y, s, st["rstd"]
 
 
 def add_rms_norm_backward(grad_out, grad_residual_out, residual_out, normalized_shape, rstd, weight=None,
-                          output_mask=(True, True), *, grad_x=None, grad_weight=None, stream=None):
+                          output_mask=(True, True), offset=0.0, casting_mode="gemma", *, grad_x=None, grad_weight=None,
+                          stream=None):
     """(grad_x, grad_weight) of add_rms_norm from its residual_out and rstd; grad_x is also residual's gradient
     and includes grad_residual_out (None: 0)."""
     return _norm("add_rms_norm_backward", {"residual_out": ("residual_out", residual_out),
@@ -817,7 +832,7 @@ def add_rms_norm_backward(grad_out, grad_residual_out, residual_out, normalized_
                                            "weight": ("weight", weight)},
                  normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
                                                      "grad_weight": ("grad_weight", grad_weight)}, stream,
-                 output_mask)[0]
+                 output_mask, **_rms_options("add_rms_norm_backward", None, None, offset, casting_mode, True))[0]
 
 
 # ---------------------------------------------------------------------------

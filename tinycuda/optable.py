@@ -581,8 +581,19 @@ def _layer_norm_ref(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(x, _shape(normalized_shape), weight, bias, eps)
 
 
-def _rms_norm_ref(x, normalized_shape, weight=None, eps=None):
-    return F.rms_norm(x, _shape(normalized_shape), weight, eps)
+def _rms_norm_ref(x, normalized_shape, weight=None, eps=None, offset=0.0, casting_mode="gemma"):
+    """torch's F.rms_norm, or with the options as Hugging Face's modules compute them (rms_norm.h)."""
+    if offset == 0.0 and casting_mode == "gemma":
+        return F.rms_norm(x, _shape(normalized_shape), weight, eps)
+    dims = tuple(range(-len(_shape(normalized_shape)), 0))
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    eps = torch.finfo(xf.dtype).eps if eps is None else eps
+    rstd = torch.rsqrt(xf.square().mean(dims, keepdim=True) + eps)
+    if casting_mode == "gemma":  # Gemma: all in float32, rounded once
+        return (xf * rstd * (offset + weight.to(xf.dtype))).to(x.dtype)
+    if casting_mode == "none":
+        rstd = rstd.to(x.dtype)
+    return (xf * rstd).to(x.dtype) * (offset + weight)  # LLaMA: weight * hidden.to(input_dtype)
 
 
 def _layer_norm_errors():
@@ -628,6 +639,13 @@ def _rms_norm_samples(device, dtype):
     yield Sample("3x4x5-default_eps", (x, (4, 5), w))
     yield Sample("3x4x5-grad_x", (x, (4, 5), w, 1e-6), grad=(0,))
     yield Sample("3x4x5-grad_weight", (x, (4, 5), w, 1e-6), grad=(2,))
+    # Hugging Face's casting modes and Gemma's offset (weight near 0: 1 + weight near 1)
+    for shape, ns in (((5, 33), (33,)), ((100, 2048), (2048,)), ((2, 10000), (10000,))):
+        x, w = _norm_x(shape, device, dtype), randn(ns, device, dtype, 0.1)
+        for kw in ({"offset": 1.0}, {"offset": 1.0, "casting_mode": "llama"}, {"casting_mode": "llama"},
+                   {"casting_mode": "none"}, {"offset": 1.0, "casting_mode": "none"}):
+            yield Sample(f"{_shape_id(shape)}-" + "-".join(f"{k}_{v}" for k, v in kw.items()),
+                         (x, ns, w if "offset" in kw else w + 1, 1e-6), kw)
 
 
 def _rms_norm_errors():
@@ -645,7 +663,26 @@ def _rms_norm_errors():
                   (y, x, [4], rstd.half(), None, [True, False])),
         ErrorCase(r"tinycuda::rms_norm_backward: x has dtype Double but grad_out has dtype Float", bwd,
                   (y, x.double(), [4], rstd, None, [True, False])),
+        ErrorCase(r"tinycuda::rms_norm: casting_mode must be 'gemma', 'llama' or 'none', got 'float'", f,
+                  (x, 4, torch.randn(4)), {"casting_mode": "float"}),
+        ErrorCase(r"tinycuda::rms_norm: offset 1 needs a weight", f, (x, 4), {"offset": 1.0}),
+        ErrorCase(r"tinycuda::rms_norm_: x must be contiguous to be normalized in place", ops.rms_norm_,
+                  (torch.randn(4, 3).t(), 4)),
+        ErrorCase(r"tinycuda::rms_norm_: x requires grad; the in-place form has no backward", ops.rms_norm_,
+                  (torch.randn(3, 4, requires_grad=True), 4)),
     ]
+
+
+def _rms_norm_inplace(x, *args, **kwargs):
+    """rms_norm_ on a copy of x: the generic tests hand the reference the same tensors."""
+    return ops.rms_norm_(x.detach().clone(), *args, **kwargs)
+
+
+def _rms_norm_inplace_samples(device, dtype):
+    """rms_norm's forward samples with contiguous x (in place needs it)."""
+    for sample in _rms_norm_samples(device, dtype):
+        if sample.args[0].is_contiguous():
+            yield Sample(sample.name, sample.args, sample.kwargs, grad=())
 
 
 def _add_rms_norm_samples(device, dtype):
@@ -1205,6 +1242,8 @@ OPS = [
            bench=Bench(NORM_SHAPES, _rms_norm_bench, _norm_bytes,
                        liger=_liger("transformers.functional", "liger_rms_norm",
                                     lambda x, shape, w, eps: (x, w, eps)))),
+    OpInfo("rms_norm_", _rms_norm_inplace, _rms_norm_ref, _rms_norm_inplace_samples, differentiable=False,
+           gradcheck=False),
     OpInfo("add_rms_norm", ops.add_rms_norm, _add_rms_norm_ref, _add_rms_norm_samples, grad_atol=1e-4,
            racecheck=True, errors=_add_rms_norm_errors,
            bench=Bench(NORM_SHAPES, _add_rms_norm_bench, _add_rms_norm_bytes, liger=_liger_add_rms_norm)),

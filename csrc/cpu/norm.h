@@ -1,5 +1,6 @@
-// layer_norm / rms_norm on the CPU (RMS: no mean, no bias), shared by
-// cpu/layer_norm.cpp and cpu/rms_norm.cpp. Row by row: two passes for the
+// layer_norm / rms_norm / add_rms_norm on the CPU (RMS: no mean, no bias;
+// add: x + residual first, written out), shared by cpu/layer_norm.cpp,
+// cpu/rms_norm.cpp and cpu/add_rms_norm.cpp. Row by row: two passes for the
 // statistics (mean, then the centered sum of squares), one to write. The
 // backward adds grad_weight / grad_bias per column over all rows (one stage:
 // no workspace). Sums are in double: added one by one in float, 4096 values
@@ -11,6 +12,20 @@
 
 #include "../shared/norm_plan.h"
 #include "kit/cpu_utils.h"
+
+// v rounded to T and back (identity for float and double)
+template <class T>
+acc_t<T> rounded(acc_t<T> v) {
+  return acc_t<T>(to_acc(from_acc<T>(v)));
+}
+
+// rms_norm's factor at column c: offset + w[c], rounded to T unless casting
+// is GEMMA (rms_norm.h)
+template <class T>
+acc_t<T> weight_at(const T* w, int64_t c, double offset, int casting) {
+  const acc_t<T> v = acc_t<T>(to_acc(w[c])) + acc_t<T>(offset);
+  return casting == TC_RMS_CAST_GEMMA ? v : rounded<T>(v);
+}
 
 template <bool RMS>
 tc_status norm_forward_cpu(const norms::Forward& f) {
@@ -38,12 +53,14 @@ tc_status norm_forward_cpu(const norms::Forward& f) {
         const A d = A(to_acc(x[c])) - mean;
         ss += d * d;
       }
-      const A rstd = A(1) / std::sqrt(A(ss * inv_n) + A(f.eps));
+      const A r0 = A(1) / std::sqrt(A(ss * inv_n) + A(f.eps));
+      const A rstd = f.casting == TC_RMS_CAST_NONE ? rounded<T>(r0) : r0;
       if (f.mean) static_cast<A*>(f.mean)[r] = mean;
       if (f.rstd) static_cast<A*>(f.rstd)[r] = rstd;
       for (int64_t c = 0; c < f.cols; ++c) {
         A v = (A(to_acc(x[c])) - mean) * rstd;
-        if (w) v *= A(to_acc(w[c]));
+        if (f.casting != TC_RMS_CAST_GEMMA) v = rounded<T>(v);
+        if (w) v *= weight_at(w, c, f.offset, f.casting);
         if (b) v += A(to_acc(b[c]));
         y[c] = from_acc<T>(v);
       }
@@ -71,7 +88,8 @@ tc_status norm_backward_cpu(const norms::Backward& p) {
       auto at = [&](int64_t c, A& xhat, A& gy, A& wg) {
         xhat = (A(to_acc(x[c])) - mean) * rstd;
         gy = to_acc(g[c]);
-        wg = w ? gy * A(to_acc(w[c])) : gy;
+        wg = w ? gy * weight_at(w, c, p.offset, p.casting) : gy;
+        if (p.casting != TC_RMS_CAST_GEMMA) wg = rounded<T>(wg);
       };
       double sum_wg = 0, sum_wgx = 0;
       A xhat, gy, wg;
@@ -79,7 +97,7 @@ tc_status norm_backward_cpu(const norms::Backward& p) {
         at(c, xhat, gy, wg);
         sum_wg += wg;
         sum_wgx += wg * xhat;
-        if (!dw.empty()) dw[c] += gy * xhat;
+        if (!dw.empty()) dw[c] += gy * (p.casting == TC_RMS_CAST_GEMMA ? xhat : rounded<T>(xhat));
         if (!db.empty()) db[c] += gy;
       }
       if (!gx) continue;

@@ -86,6 +86,8 @@ struct FwdArgs {
   acc_t<T> eps;
   const T* r;  // add_rms_norm: x + r is normalized, and written to s (NULL: x alone)
   T* s;
+  acc_t<T> offset;  // rms: the weight is offset + w
+  int casting;      // rms: TC_RMS_CAST_* (rms_norm.h)
 };
 
 template <class T>
@@ -100,6 +102,8 @@ struct BwdArgs {
   acc_t<T>* part_b;
   int64_t rows, cols, band;  // block i owns rows [i * band, (i + 1) * band)
   const T* gs;  // add_rms_norm: added to grad_x (NULL: 0)
+  acc_t<T> offset;
+  int casting;
 };
 
 // ---------------------------------------------------------------------------
@@ -133,16 +137,29 @@ __device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, i
 // y = (x - mean) * rstd * w + b for one chunk at column `col`. Weight and bias
 // are read here, every row (from L1: a block's share of them is at most
 // 64 KB), not held in registers across rows, which spilled fp32 rows.
+// rms_norm's casting modes (rms_norm.h): offset + w, and xhat, rounded to T
+// unless GEMMA.
+template <class T>
+__device__ __forceinline__ acc_t<T> rounded(acc_t<T> v) {
+  return acc_t<T>(to_acc(from_acc<T>(v)));
+}
+template <class T, class A>
+__device__ __forceinline__ A weight_of(T w, A offset, int casting) {
+  const A v = A(to_acc(w)) + offset;
+  return casting == TC_RMS_CAST_GEMMA ? v : rounded<T>(v);
+}
+
 template <bool RMS, class T, int VEC, class A>
 __device__ __forceinline__ void normalize(const Vec<T, VEC>& x, const T* w, const T* b, int64_t col,
-                                          A mean, A rstd, Vec<T, VEC>& y) {
+                                          A mean, A rstd, A offset, int casting, Vec<T, VEC>& y) {
   Vec<T, VEC> wv, bv;
   if (w) wv = load_vec<T, VEC>(w + col);
   if (!RMS && b) bv = load_vec<T, VEC>(b + col);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     A v = (A(to_acc(x.v[j])) - mean) * rstd;
-    if (w) v *= A(to_acc(wv.v[j]));
+    if (RMS && casting != TC_RMS_CAST_GEMMA) v = rounded<T>(v);
+    if (w) v *= RMS ? weight_of(wv.v[j], offset, casting) : A(to_acc(wv.v[j]));
     if (!RMS && b) v += A(to_acc(bv.v[j]));
     y.v[j] = from_acc<T>(v);
   }
@@ -176,16 +193,30 @@ __device__ __forceinline__ Vec<T, VEC> grad_x_of(const A (&xhat)[VEC], const A (
 // grad_y and wg = grad_y * w (w read here, like normalize's).
 template <class T, int VEC, class A>
 __device__ __forceinline__ void terms(const Vec<T, VEC>& x, const Vec<T, VEC>& g, const T* w,
-                                      int64_t col, A mean, A rstd, A (&xhat)[VEC], A (&gy)[VEC],
-                                      A (&wg)[VEC]) {
+                                      int64_t col, A mean, A rstd, A offset, int casting, A (&xhat)[VEC],
+                                      A (&gy)[VEC], A (&wg)[VEC]) {
   Vec<T, VEC> wv;
   if (w) wv = load_vec<T, VEC>(w + col);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     xhat[j] = (A(to_acc(x.v[j])) - mean) * rstd;
     gy[j] = to_acc(g.v[j]);
-    wg[j] = w ? gy[j] * A(to_acc(wv.v[j])) : gy[j];
+    wg[j] = w ? gy[j] * weight_of(wv.v[j], offset, casting) : gy[j];
+    if (casting != TC_RMS_CAST_GEMMA) wg[j] = rounded<T>(wg[j]);
   }
+}
+
+// 1 / sqrt(var + eps), rounded to T for casting NONE
+template <class T, class A>
+__device__ __forceinline__ A rstd_of(A var_eps, int casting) {
+  const A r = A(1) / sqrt(var_eps);
+  return casting == TC_RMS_CAST_NONE ? rounded<T>(r) : r;
+}
+
+// grad_weight's term: grad_y times xhat as the forward multiplied it
+template <class T, class A>
+__device__ __forceinline__ A dw_term(A gy, A xhat, int casting) {
+  return gy * (casting == TC_RMS_CAST_GEMMA ? xhat : rounded<T>(xhat));
 }
 
 // ---------------------------------------------------------------------------
@@ -265,7 +296,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
     for (int u = 0; u < kRows; ++u) {
       launder(xv[u]);
       if (r0 + u >= a.rows) break;
-      const A rstd = A(1) / sqrt(ss[u] * inv_n + a.eps);
+      const A rstd = rstd_of<T>(ss[u] * inv_n + a.eps, a.casting);
       if (lane == 0) {  // block 0 of a cluster
         if (a.mean) a.mean[r0 + u] = mean[u];
         if (a.rstd) a.rstd[r0 + u] = rstd;
@@ -275,7 +306,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
         if (!valid(u, k)) continue;
         const int64_t c = int64_t(k) * stride + lane;
         P yv;
-        normalize<RMS>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, yv);
+        normalize<RMS>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, a.offset, a.casting, yv);
         store_vec(a.y + (r0 + u) * a.cols + c * VEC, yv);
       }
     }
@@ -333,11 +364,11 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
         const int64_t col = (int64_t(k) * stride + lane) * VEC;
-        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
+        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], a.offset, a.casting, xhat, gy, wg);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           s[u * NS] += wg[j] * xhat[j];
-          dw[k][j] += gy[j] * xhat[j];
+          dw[k][j] += dw_term<T>(gy[j], xhat[j], a.casting);
           if constexpr (!RMS) {
             s[u * NS + 1] += wg[j];
             db[k][j] += gy[j];
@@ -356,7 +387,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
         const int64_t col = (int64_t(k) * stride + lane) * VEC;
-        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], xhat, gy, wg);
+        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], a.offset, a.casting, xhat, gy, wg);
         const int64_t at = (r0 + u) * a.cols + col;
         store_vec(a.gx + at, grad_x_of<T>(xhat, wg, rstd[u], mean_wg, mean_wgx, a.gs ? a.gs + at : nullptr));
       }
@@ -407,14 +438,14 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
       }
     }
     group_sum(ss, kBlock, scratch, slot);
-    const A rstd = A(1) / sqrt(ss[0] * inv_n + a.eps);
+    const A rstd = rstd_of<T>(ss[0] * inv_n + a.eps, a.casting);
     if (threadIdx.x == 0) {
       if (a.mean) a.mean[r] = mean[0];
       if (a.rstd) a.rstd[r] = rstd;
     }
     for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
       P yv;
-      normalize<RMS>(load_vec<T, VEC>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, yv);
+      normalize<RMS>(load_vec<T, VEC>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, a.offset, a.casting, yv);
       store_vec(a.y + r * a.cols + c * VEC, yv);
     }
   }
@@ -440,7 +471,8 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
     const T* g = a.g + r * a.cols;
     const A mean = RMS ? A(0) : a.mean[r], rstd = a.rstd[r];
     auto load = [&](int64_t c, A (&xhat)[VEC], A (&gy)[VEC], A (&wg)[VEC]) {
-      terms(load_vec<T, VEC>(x + c * VEC), load_vec<T, VEC>(g + c * VEC), a.w, c * VEC, mean, rstd, xhat, gy, wg);
+      terms(load_vec<T, VEC>(x + c * VEC), load_vec<T, VEC>(g + c * VEC), a.w, c * VEC, mean, rstd, a.offset,
+            a.casting, xhat, gy, wg);
     };
     A s[NS] = {};
     A xhat[VEC], gy[VEC], wg[VEC];
@@ -465,7 +497,7 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
       A* pb = !RMS && a.part_b ? a.part_b + blockIdx.x * a.cols + c * VEC : nullptr;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        if (pw) pw[j] = (r == r_begin ? A(0) : pw[j]) + gy[j] * xhat[j];
+        if (pw) pw[j] = (r == r_begin ? A(0) : pw[j]) + dw_term<T>(gy[j], xhat[j], a.casting);
         if (pb) pb[j] = (r == r_begin ? A(0) : pb[j]) + gy[j];
       }
     }
@@ -542,7 +574,7 @@ tc_status launch_forward(const norms::Forward& f) {
   const FwdArgs<T> a{static_cast<const T*>(f.x), static_cast<const T*>(f.weight),
                      static_cast<const T*>(f.bias), static_cast<T*>(f.y), static_cast<A*>(f.mean),
                      static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps),
-                     static_cast<const T*>(f.residual), static_cast<T*>(f.sum)};
+                     static_cast<const T*>(f.residual), static_cast<T*>(f.sum), A(f.offset), f.casting};
   const int64_t chunks = f.cols / VEC;
   return pick_kernel<T, RMS, VEC, false>(chunks, [&](auto kernel, int cluster, int rows, int vpt, int) -> tc_status {
     const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
@@ -576,7 +608,7 @@ tc_status launch_backward(const norms::Backward& b) {
     const BwdArgs<T> a{static_cast<const T*>(b.grad_y), static_cast<const T*>(b.x),
                        static_cast<const A*>(b.mean), static_cast<const A*>(b.rstd),
                        static_cast<const T*>(b.weight), static_cast<T*>(b.grad_x), part_w, part_b,
-                       b.rows, b.cols, band, static_cast<const T*>(b.grad_sum)};
+                       b.rows, b.cols, band, static_cast<const T*>(b.grad_sum), A(b.offset), b.casting};
     if (cluster > 1)
       return launch_clustered(b.op, kernel, unsigned(blocks * cluster), kBlock, cluster, 0, stream, a, width);
     kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);

@@ -21,6 +21,8 @@ struct Forward {
   const void *x, *weight, *bias;  // weight, bias NULL: 1, 0
   void *y, *mean, *rstd;          // mean, rstd NULL: not written
   void* stream;
+  double offset = 0;               // rms: the weight is offset + weight
+  int casting = TC_RMS_CAST_GEMMA;  // rms: where x's dtype rounds (rms_norm.h)
   bool add = false;                // add_rms_norm: normalizes sum = x + residual,
   const void* residual = nullptr;
   void* sum = nullptr;             // written here
@@ -35,6 +37,8 @@ struct Backward {
   void* workspace;
   size_t workspace_bytes;
   void* stream;
+  double offset = 0;
+  int casting = TC_RMS_CAST_GEMMA;
   const void* grad_sum = nullptr;  // add_rms_norm: added to grad_x (NULL: 0)
 };
 
@@ -44,11 +48,11 @@ inline Forward view(const tc_layer_norm_params& p) {
 }
 inline Forward view(const tc_rms_norm_params& p) {
   return {"rms_norm", p.dtype, p.rows, p.cols, p.eps, p.x, p.weight, nullptr, p.y, nullptr, p.rstd,
-          p.stream};
+          p.stream, p.offset, p.casting};
 }
 inline Forward view(const tc_add_rms_norm_params& p) {
   return {"add_rms_norm", p.dtype, p.rows, p.cols, p.eps, p.x, p.weight, nullptr, p.y, nullptr, p.rstd,
-          p.stream, true, p.residual, p.residual_out};
+          p.stream, p.offset, p.casting, true, p.residual, p.residual_out};
 }
 inline Backward view(const tc_layer_norm_backward_params& p) {
   return {"layer_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.x, p.mean, p.rstd, p.weight,
@@ -56,17 +60,26 @@ inline Backward view(const tc_layer_norm_backward_params& p) {
 }
 inline Backward view(const tc_rms_norm_backward_params& p) {
   return {"rms_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.x, nullptr, p.rstd, p.weight,
-          p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream};
+          p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream, p.offset, p.casting};
 }
 
 inline Backward view(const tc_add_rms_norm_backward_params& p) {
   return {"add_rms_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.residual_out, nullptr, p.rstd,
-          p.weight, p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream,
-          p.grad_residual_out};
+          p.weight, p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream, p.offset,
+          p.casting, p.grad_residual_out};
+}
+
+// offset and casting, shared by the forward's and the backward's checks
+inline tc_status check_options(const char* op, int casting, double offset, const void* weight) {
+  TC_REQUIRE(casting >= TC_RMS_CAST_GEMMA && casting <= TC_RMS_CAST_NONE, "%s: casting %d is not a TC_RMS_CAST_*",
+             op, casting);
+  TC_REQUIRE(offset == 0 || weight, "%s: offset %g needs a weight", op, offset);
+  return TC_OK;
 }
 
 inline tc_status check(const Forward& f) {
   TC_REQUIRE(f.rows >= 0 && f.cols >= 0, "%s: negative size", f.op);
+  TC_RETURN_IF_ERROR(check_options(f.op, f.casting, f.offset, f.weight));
   TC_REQUIRE(f.rows * f.cols == 0 || (f.x && f.y), "%s: x or y is NULL", f.op);
   TC_REQUIRE(f.rows * f.cols == 0 || !f.add || (f.residual && f.sum), "%s: residual or residual_out is NULL",
              f.op);
@@ -75,6 +88,7 @@ inline tc_status check(const Forward& f) {
 
 inline tc_status check(const Backward& b, bool rms) {
   TC_REQUIRE(b.rows >= 0 && b.cols >= 0, "%s: negative size", b.op);
+  TC_RETURN_IF_ERROR(check_options(b.op, b.casting, b.offset, b.weight));
   TC_REQUIRE(b.rows * b.cols == 0 || (b.grad_y && b.x && b.rstd && (rms || b.mean)),
              "%s: grad_y, x, mean or rstd is NULL", b.op);
   return TC_OK;

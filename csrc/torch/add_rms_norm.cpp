@@ -11,7 +11,8 @@ using namespace tc_torch;
 std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
                                                             at::IntArrayRef normalized_shape,
                                                             const std::optional<at::Tensor>& weight,
-                                                            std::optional<double> eps) {
+                                                            std::optional<double> eps, double offset,
+                                                            c10::string_view casting_mode) {
   const char* op = "add_rms_norm";
   check_args(op, {{"x", x}, {"residual", residual}});
   check_same_shape(op, {"residual", residual}, {"x", x});
@@ -22,7 +23,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x,
   at::Tensor y = empty_contiguous(xc.sizes(), xc), s = empty_contiguous(xc.sizes(), xc),
              rstd = new_stats(xc, v.rows);
   call(op, xc, tc_add_rms_norm_cpu, tc_add_rms_norm_cuda,
-       tc_add_rms_norm_params{.rows = v.rows, .cols = v.cols, .eps = e, .x = xc.data_ptr(),
+       tc_add_rms_norm_params{.rows = v.rows, .cols = v.cols, .eps = e, .offset = offset,
+                              .casting = parse_casting(op, casting_mode), .x = xc.data_ptr(),
                               .residual = rc.data_ptr(), .weight = ptr_or_null(wc), .y = y.data_ptr(),
                               .residual_out = s.data_ptr(), .rstd = rstd.data_ptr()});
   return {y, s, rstd};
@@ -33,7 +35,8 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm_backward(const at::Tensor& grad_
                                                          const at::Tensor& residual_out,
                                                          at::IntArrayRef normalized_shape, const at::Tensor& rstd,
                                                          const std::optional<at::Tensor>& weight,
-                                                         std::array<bool, 2> mask) {
+                                                         std::array<bool, 2> mask, double offset,
+                                                         c10::string_view casting_mode) {
   const char* op = "add_rms_norm_backward";
   check_args(op, {{"grad_out", grad_out}, {"residual_out", residual_out}});
   check_same_shape(op, {"grad_out", grad_out}, {"residual_out", residual_out});
@@ -51,7 +54,8 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm_backward(const at::Tensor& grad_
   call_with_workspace(op, sc, tc_add_rms_norm_backward_cpu, tc_add_rms_norm_backward_cuda,
                       tc_add_rms_norm_backward_workspace_size,
                       tc_add_rms_norm_backward_params{
-                          .rows = v.rows, .cols = v.cols, .grad_y = gc.data_ptr(),
+                          .rows = v.rows, .cols = v.cols, .offset = offset,
+                          .casting = parse_casting(op, casting_mode), .grad_y = gc.data_ptr(),
                           .grad_residual_out = ptr_or_null(gsc), .residual_out = sc.data_ptr(),
                           .rstd = rc.data_ptr(), .weight = ptr_or_null(wc),
                           .grad_x = mask[0] ? gx.data_ptr() : nullptr,
@@ -68,9 +72,10 @@ void impls(M& m) {
 
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("add_rms_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight=None, "
-        "float? eps=None) -> (Tensor, Tensor, Tensor)");
+        "float? eps=None, float offset=0., str casting_mode=\"gemma\") -> (Tensor, Tensor, Tensor)");
   m.def("add_rms_norm_backward(Tensor grad_out, Tensor? grad_residual_out, Tensor residual_out, "
-        "int[] normalized_shape, Tensor rstd, Tensor? weight, bool[2] output_mask) -> (Tensor, Tensor)");
+        "int[] normalized_shape, Tensor rstd, Tensor? weight, bool[2] output_mask, float offset=0., "
+        "str casting_mode=\"gemma\") -> (Tensor, Tensor)");
 }
 
 TC_REGISTER_IMPLS(impls)

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "tinycuda/rms_norm.h"
 #include "torch_utils.h"
 
 namespace tc_torch {
@@ -51,6 +52,14 @@ inline void check_stats(const char* op, const char* name, const at::Tensor& s, c
            s.device().str().c_str(), x.device().str().c_str());
   TC_CHECK(s.numel() == rows, op, "%s must have %lld elements (one per row), got %lld", name,
            (long long)rows, (long long)s.numel());
+}
+
+// rms_norm's casting_mode: 'gemma', 'llama' or 'none' (rms_norm.h)
+inline int parse_casting(const char* op, c10::string_view mode) {
+  if (mode == "gemma") return TC_RMS_CAST_GEMMA;
+  if (mode == "llama") return TC_RMS_CAST_LLAMA;
+  if (mode == "none") return TC_RMS_CAST_NONE;
+  fail(op, fmt("casting_mode must be 'gemma', 'llama' or 'none', got '%s'", std::string(mode).c_str()));
 }
 
 // eps=None is torch's default for rms_norm: the epsilon of the statistics' type.

@@ -10,6 +10,7 @@
  * and grad_s the gradient reaching s from later blocks (NULL: 0):
  *   grad_x = grad_residual = rstd * (wg - shat * mean(wg * shat)) + grad_s
  *   grad_weight = sum over rows of grad_y * shat
+ * offset and casting as rms_norm's (rms_norm.h).
  * rstd is a float32 array of `rows` (float64 for float64 x). On CUDA
  * grad_weight is reduced in two deterministic stages through a workspace of
  * tc_add_rms_norm_backward_workspace_size() bytes (0 on the CPU). */
@@ -21,6 +22,8 @@ typedef struct {
   tc_dtype dtype;
   int64_t rows, cols;
   double eps;
+  double offset;       /* the weight is offset + weight */
+  int casting;         /* TC_RMS_CAST_* (rms_norm.h) */
   const void* x;
   const void* residual;
   const void* weight;  /* [cols] or NULL */
@@ -33,6 +36,8 @@ typedef struct {
 typedef struct {
   tc_dtype dtype;
   int64_t rows, cols;
+  double offset;                  /* the forward's */
+  int casting;
   const void* grad_y;
   const void* grad_residual_out;  /* grad_s, or NULL: 0 */
   const void* residual_out;       /* the forward's s */
