@@ -142,7 +142,8 @@ def check_compiled(fn, args, kwargs=None, *, wrt=(), grad_out=None, reps=3, rtol
 
     def run(f):
         out = f(*args, **kwargs)
-        return out, (torch.autograd.grad(out, list(wrt), grad_out) if wrt else ())
+        live = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+        return out, (torch.autograd.grad(live, list(wrt), grad_out) if wrt else ())
 
     ref_out, ref_grads = run(fn)
     compiled = torch.compile(fn, fullgraph=True, **compile_kwargs)

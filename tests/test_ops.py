@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tinycuda
 from conftest import DEVICES, DTYPES, HAS_CUDA, check_compiled, check_op, requires_cuda
-from tinycuda.optable import OPS, grad_outs, outputs
+from tinycuda.optable import OPS, differentiable, grad_outs, outputs
 
 
 def _id(dtype):
@@ -79,10 +79,11 @@ class _FreshGraph(torch.autograd.Function):
             return call(*tensors)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, *grads):
         with torch.enable_grad():
             leaves = [t.detach().requires_grad_() for t in ctx.saved_tensors]
-            return (None, *torch.autograd.grad(ctx.call(*leaves), leaves, grad))
+            live = [(o, g) for o, g in zip(outputs(ctx.call(*leaves)), grads) if o.requires_grad and g is not None]
+            return (None, *torch.autograd.grad([o for o, _ in live], leaves, [g for _, g in live]))
 
 
 GRADCHECK_MAX_ELEMENTS = 200  # per sample: the numerical Jacobian costs two calls an element
@@ -105,6 +106,13 @@ def test_gradcheck(info):
             return info.fn(*args, **sample.kwargs)
 
         inputs = [sample.args[i].detach().requires_grad_() for i in wrt]
+        # the differentiable outputs only (cross_entropy's z_loss, for logging, has no gradient)
+        keep = [k for k, o in enumerate(outputs(call(*inputs))) if o.requires_grad]
+
+        def call(*ts, call=call, keep=keep):
+            out = outputs(call(*ts))
+            return out[keep[0]] if len(keep) == 1 else tuple(out[k] for k in keep)
+
         with _described(sample):
             if info.backward_once:
                 assert torch.autograd.gradcheck(lambda *ts, call=call: _FreshGraph.apply(call, *ts), inputs)
@@ -152,7 +160,7 @@ def op_calls(info, device, dtype):
             wrt = _wrt(sample) if info.differentiable else []
             if wrt:
                 args = [t.detach().requires_grad_() if i in wrt else t for i, t in enumerate(sample.args)]
-                out = outputs(info.fn(*args, **sample.kwargs))
+                out = differentiable(info.fn(*args, **sample.kwargs))
                 g = grad_outs(out, sample.grad_out)
                 mode.backward = True
                 torch.autograd.grad(out, [args[i] for i in wrt], g)
@@ -283,7 +291,7 @@ def test_compile_fullgraph(info, device):
         args, wrt = _leaves(info, sample)
         g = None
         if wrt:
-            g = grad_outs(info.fn(*args, **sample.kwargs), sample.grad_out, torch.float32)
+            g = grad_outs(differentiable(info.fn(*args, **sample.kwargs)), sample.grad_out, torch.float32)
         with _described(sample):
             check_compiled(info.fn, args, sample.kwargs, wrt=wrt, grad_out=g, reps=2, rtol=0, atol=0)
 
@@ -298,8 +306,8 @@ def test_cuda_graph_replay(info):
         args, wrt = _leaves(info, sample)
 
         def step():
-            out = outputs(info.fn(*args, **sample.kwargs))
-            return (*out, *torch.autograd.grad(out, wrt, g)) if wrt else out
+            out = info.fn(*args, **sample.kwargs)
+            return (*outputs(out), *torch.autograd.grad(differentiable(out), wrt, g)) if wrt else outputs(out)
 
         # Everything before the capture, the forward that sizes grad_out
         # included, on a side stream (torch.cuda.graph's recipe): with one
@@ -309,7 +317,7 @@ def test_cuda_graph_replay(info):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            g = grad_outs(info.fn(*args, **sample.kwargs), sample.grad_out, torch.float32)
+            g = grad_outs(differentiable(info.fn(*args, **sample.kwargs)), sample.grad_out, torch.float32)
             ref = step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()

@@ -599,13 +599,16 @@ def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None,
 # ---------------------------------------------------------------------------
 # cross_entropy, fused_linear_cross_entropy
 
-def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False, *,
-                  out=None, n_valid=None, row_loss=None, stream=None):
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False,
+                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, *, out=None, n_valid=None, row_loss=None,
+                  stream=None):
     """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
     compute_grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
     then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
-    the count of target's; row_loss ([N], _acc's dtype) for each row's loss. A target outside [0, V) other
-    than ignore_index: CapiError on the CPU, a NaN row on CUDA."""
+    the count of target's; row_loss ([N], _acc's dtype) for each row's loss. softcap and lse_square_scale
+    (z-loss) as cross_entropy.h; return_z_loss: the z terms alone, reduced as the loss, after the others
+    ((loss, grad or None, z_loss)). A target outside [0, V) other than ignore_index: CapiError on
+    the CPU, a device-side assert on CUDA."""
     op = "cross_entropy"
     v = _check(op, {"logits": logits})["logits"]
     if len(v.shape) not in (1, 2) or v.shape[-1] < 1:
@@ -618,9 +621,12 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     g, gv = _array(op, "compute_grad", compute_grad, v, v.shape) if compute_grad is not False else (None, None)
     nv = n_valid if n_valid is None else _array(op, "n_valid", n_valid, v, (), "int64")[1]
     rl = row_loss if row_loss is None else _array(op, "row_loss", row_loss, v, (rows,), _acc(v))[1]
+    z, zv = _array(op, "z_loss", None, v, lv.shape) if return_z_loss else (None, None)
     _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
-          label_smoothing=float(label_smoothing), logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv,
-          row_loss=rl)
+          label_smoothing=float(label_smoothing), softcap=float(softcap), lse_square_scale=float(lse_square_scale),
+          logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv, row_loss=rl, z_loss=zv)
+    if return_z_loss:
+        return loss, g, z
     return loss if compute_grad is False else (loss, g)
 
 

@@ -138,6 +138,11 @@ def outputs(out):
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+def differentiable(out):
+    """The outputs of `out` that carry a gradient (not, e.g., cross_entropy's z_loss, which is for logging)."""
+    return tuple(o for o in outputs(out) if o.requires_grad)
+
+
 def grad_outs(out, layout="contig", dtype=None):
     """A fresh random gradient for each output of `out`, laid out as `layout` says (see `view`)."""
     return tuple(view(torch.randn(o.shape, device=o.device).to(dtype or o.dtype), layout) for o in outputs(out))
@@ -754,6 +759,32 @@ def _cross_entropy_samples(device, dtype):
     x, t = randn(11, device, dtype, 3), torch.tensor(4, device=device)  # 1-D logits, a 0-dim target
     for red in REDUCTIONS:
         yield Sample(f"11-one_dim-{red}", (x, t), {"reduction": red})
+    # Gemma 2's softcap and PaLM's z-loss, with smoothing and an ignored row; logits up to ~3 x softcap
+    for shape in ((9, 7), (3, 4097), (2, 50257)):
+        x, t = randn(shape, device, dtype, 10), targets(*shape, device, ignored=(0,))
+        for red in REDUCTIONS:
+            for kw in ({"softcap": 3.0}, {"lse_square_scale": 1e-2, "return_z_loss": True},
+                       {"softcap": 5.0, "lse_square_scale": 1e-3, "label_smoothing": 0.1}):
+                yield Sample(f"{_shape_id(shape)}-{red}-" + "-".join(f"{k}{v}" for k, v in kw.items()), (x, t),
+                             {"reduction": red, **kw})
+
+
+def _cross_entropy_ref(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, softcap=None,
+                       lse_square_scale=0.0, return_z_loss=False):
+    """F.cross_entropy, or with softcap and z-loss as Liger-Kernel computes them (cross_entropy.h)."""
+    kw = dict(ignore_index=ignore_index, label_smoothing=label_smoothing)
+    if not softcap and not lse_square_scale and not return_z_loss:
+        return F.cross_entropy(logits, target, reduction=reduction, **kw)
+    x = softcap * torch.tanh(logits / softcap) if softcap else logits
+    valid = target != ignore_index
+    z = lse_square_scale * torch.logsumexp(x.float() if x.dtype in (torch.float16, torch.bfloat16) else x,
+                                            -1).square() * valid
+    loss = F.cross_entropy(x, target, reduction="none", **kw) + z
+    if reduction != "none":
+        div = valid.sum() if reduction == "mean" else 1
+        loss, z = loss.sum() / div, z.sum() / div
+    loss, z = loss.to(logits.dtype), z.to(logits.dtype)
+    return (loss, z.detach()) if return_z_loss else loss  # z_loss is for logging: no gradient of its own
 
 
 def _cross_entropy_errors():
@@ -764,6 +795,8 @@ def _cross_entropy_errors():
         ErrorCase(rf"{ce}: target must have shape \[3\] \(logits's rows\), got \[2\]", f, (x, t[:2])),
         ErrorCase(rf"{ce}: reduction must be 'mean', 'sum' or 'none', got 'avg'", f, (x, t), {"reduction": "avg"}),
         ErrorCase(rf"{ce}: label_smoothing must be in \[0, 1\], got 1.5", f, (x, t), {"label_smoothing": 1.5}),
+        ErrorCase(rf"{ce}: softcap must be >= 0 \(0: off\), got -1", f, (x, t), {"softcap": -1.0}),
+        ErrorCase(rf"{ce}: lse_square_scale must be >= 0, got -0.1", f, (x, t), {"lse_square_scale": -0.1}),
         ErrorCase(rf"{ce}: logits must be 2-D \[rows, classes\]", f, (torch.randn(2, 3, 4), t)),
         ErrorCase(rf"{ce}: logits must be float32.*Long", f, (torch.ones(3, 4, dtype=torch.long), t)),
         ErrorCase(rf"{ce}_backward: grad_loss must be 0-dim or have shape \[3\]",
@@ -773,7 +806,7 @@ def _cross_entropy_errors():
         # the raw op is differentiable only when it ran with compute_grad
         ErrorCase(rf"{ce}: the forward ran with compute_grad=False",
                   lambda *a: torch.ops.tinycuda.cross_entropy(*a)[0].backward(), (x.clone().requires_grad_(), t)),
-        # out of range targets: an error naming the row on the CPU (a NaN row on CUDA)
+        # out of range targets: an error naming the row on the CPU (a device-side assert on CUDA)
         ErrorCase(rf"{ce}: target 7 at row 3 is out of range \[0, 5\)", f,
                   (torch.randn(5, 5), torch.tensor([0, 1, 2, 7, 4]))),
         ErrorCase(rf"{ce}: target -3 at row 0 is out of range", f,
@@ -1292,7 +1325,7 @@ OPS = [
                         "cpu": [(1, 2, 256, 64)]},
                        _causal_bench, _causal_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
                        variants={f"eager[{b.lower()}]": _sdpa_on(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
-    OpInfo("cross_entropy", ops.cross_entropy, F.cross_entropy, _cross_entropy_samples, racecheck=True,
+    OpInfo("cross_entropy", ops.cross_entropy, _cross_entropy_ref, _cross_entropy_samples, racecheck=True,
            backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
            bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],
                         "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)],

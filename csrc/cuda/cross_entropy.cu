@@ -9,7 +9,9 @@
 //           threads merge through shuffles and shared memory;
 //   pass 2  (only when the gradient is asked for) reads the row again, back
 //           to front, and writes (softmax - (1-eps) onehot - eps/V) * scale.
-// Ignored rows skip pass 1 and write zeros. Each row's loss goes to the
+// softcap caps each value as it is unpacked (pass 1) and again in pass 2,
+// whose gradient it multiplies by 1 - tanh^2; z-loss scales pass 2's softmax
+// term by 1 + 2 zs lse. Ignored rows skip pass 1 and write zeros. Each row's loss goes to the
 // workspace in fp32; for MEAN/SUM one block adds them in a fixed order
 // (bit-identical run to run). MEAN's n_valid is counted by a one-block
 // pre-pass on the device (no host sync, CUDA-graph safe) unless given.
@@ -198,16 +200,27 @@ struct Chunk<T, VEC, true> {  // 16 bytes: the pointers are 16-byte aligned
 // ---------------------------------------------------------------------------
 // kernels
 
+// softcap's cap and slope (cross_entropy_math.h), compiled out of the kernels
+// without it: in them the 1024-thread bf16 kernel spilled 48 bytes, not 24.
+template <bool CAP, class A>
+__device__ __forceinline__ A capped(A x, A cap) {
+  return CAP ? ce::capped(x, cap) : x;
+}
+template <bool CAP, class A>
+__device__ __forceinline__ A cap_slope(A xc, A cap) {
+  return CAP ? ce::cap_slope(xc, cap) : A(1);
+}
+
 // A row is [head scalars][nvec aligned VEC-vectors][tail scalars]: head takes
 // the row to a 16-byte boundary (rows of odd length, e.g. V = 50257, start
 // anywhere), so every row gets vector loads. grad and logits share the
 // alignment (checked by the launcher; VEC = 1 otherwise).
-template <class T, int WIDTH, int VEC>
+template <class T, int WIDTH, int VEC, bool CAP>
 __global__ void __launch_bounds__(WIDTH < 256 ? 256 : WIDTH)
 ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, int64_t rows,
-                  int cols, int64_t ignore_index, acc_t<T> eps,
+                  int cols, int64_t ignore_index, acc_t<T> eps, acc_t<T> cap, acc_t<T> zs,
                   const int64_t* __restrict__ n_valid, acc_t<T>* __restrict__ row_loss,
-                  T* __restrict__ loss_rows) {
+                  T* __restrict__ loss_rows, acc_t<T>* __restrict__ row_z, T* __restrict__ z_rows) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
   __shared__ RowStats<A> scratch[32];
@@ -225,7 +238,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
     const int nvec = (cols - head) / VEC, tail = head + nvec * VEC;
     const T* xv = x + head;
     T* gv = g ? g + head : nullptr;
-    A loss;
+    A loss, z = 0;
     TC_DEVICE_REQUIRE(t64 == ignore_index || (t64 >= 0 && t64 < cols),
                       "tinycuda::cross_entropy: a target is out of range [0, classes) and not ignore_index");
     if (t64 == ignore_index) {
@@ -245,9 +258,9 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       const int t = int(t64);
       // pass 1: statistics
       A m = -INFINITY, s = 0, sum_x = 0;
-      const A xt = to_acc(x[t]);  // before merge_row's barrier: g may be x
-      if (lane < head) accumulate<1>({A(to_acc(x[lane]))}, m, s, sum_x);
-      if (lane < cols - tail) accumulate<1>({A(to_acc(x[tail + lane]))}, m, s, sum_x);
+      const A xt = capped<CAP>(A(to_acc(x[t])), cap);  // before merge_row's barrier: g may be x
+      if (lane < head) accumulate<1>({capped<CAP>(A(to_acc(x[lane])), cap)}, m, s, sum_x);
+      if (lane < cols - tail) accumulate<1>({capped<CAP>(A(to_acc(x[tail + lane])), cap)}, m, s, sum_x);
       for (int i = lane; i < nvec; i += WIDTH * kUnroll) {
         Chunk<T, VEC> v[kUnroll];
 #pragma unroll
@@ -258,6 +271,10 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
           if (i + u * WIDTH >= nvec) break;
           A a[VEC];
           v[u].unpack(a);
+          if constexpr (CAP) {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) a[j] = capped<CAP>(a[j], cap);
+          }
           accumulate<VEC>(a, m, s, sum_x);
         }
       }
@@ -265,13 +282,19 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       online_finish(m, s);
       if (sum_x != sum_x) s = A(NAN);
       loss = ce::row_loss(m, A(::log(s)), xt, sum_x, eps, cols);
+      const A lse = m + A(::log(s));
+      if (zs > A(0)) z = zs * lse * lse;  // (0 * inf would be NaN)
+      loss += z;
 
       // pass 2: the gradient, groups of WIDTH * kUnroll2 vectors, last first:
-      // g = p * (scale / s) - scale * eps / V, and - scale * (1 - eps) at t.
+      // g = p * (scale / s) - scale * eps / V, and - scale * (1 - eps) at t
+      // (z-loss: p times 1 + 2 zs lse; softcap: all times 1 - tanh^2).
       if (g) {
-        const A p_scale = scale / s, bias = -smooth * scale, at_target = one_minus_eps * scale;
-        auto grad_of = [&](A xc, int c) {
-          return exp_shift(xc - m) * p_scale + bias - (c == t ? at_target : A(0));
+        const A p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * scale / s, bias = -smooth * scale,
+                at_target = one_minus_eps * scale;
+        auto grad_of = [&](A x0, int c) {
+          const A xc = capped<CAP>(x0, cap);
+          return (exp_shift(xc - m) * p_scale + bias - (c == t ? at_target : A(0))) * cap_slope<CAP>(xc, cap);
         };
         constexpr int kStep = WIDTH * kUnroll2;
         for (int base = (nvec + kStep - 1) / kStep * kStep - kStep; base >= 0; base -= kStep) {
@@ -286,12 +309,17 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
             const int c0 = head + (i + u * WIDTH) * VEC;
             A a[VEC];
             v[u].unpack(a);
+            if constexpr (CAP) {
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) a[j] = exp_shift(a[j] - m) * p_scale + bias;
-            if (unsigned(t - c0) < unsigned(VEC)) {  // one vector of the row holds t
+              for (int j = 0; j < VEC; ++j) a[j] = grad_of(a[j], c0 + j);
+            } else {
 #pragma unroll
-              for (int j = 0; j < VEC; ++j)
-                if (c0 + j == t) a[j] -= at_target;
+              for (int j = 0; j < VEC; ++j) a[j] = exp_shift(a[j] - m) * p_scale + bias;
+              if (unsigned(t - c0) < unsigned(VEC)) {  // one vector of the row holds t
+#pragma unroll
+                for (int j = 0; j < VEC; ++j)
+                  if (c0 + j == t) a[j] -= at_target;
+              }
             }
             v[u].pack(a);
             v[u].store_cs(gv + (i + u * WIDTH) * VEC);
@@ -304,6 +332,8 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
     if (lane == 0) {
       if (row_loss) row_loss[r] = loss;
       if (loss_rows) loss_rows[r] = from_acc<T>(loss);
+      if (row_z) row_z[r] = z;
+      if (z_rows) z_rows[r] = from_acc<T>(z);
     }
   }
 }
@@ -408,21 +438,27 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
     using T = decltype(tag);
     using A = acc_t<T>;
     A* row_loss = static_cast<A*>(p->row_loss);
+    const size_t row_bytes = size_t(rows) * sizeof(A);
     if (ce::row_losses_in_workspace(*p))
       row_loss = reinterpret_cast<A*>(ws + (counted ? ce::kCountBytes : 0));
-    T* loss_rows = p->reduction == TC_REDUCTION_NONE ? static_cast<T*>(p->loss) : nullptr;
+    A* row_z = ce::row_z_in_workspace(*p) ? reinterpret_cast<A*>(ws + (counted ? ce::kCountBytes : 0) +
+                                                                 (ce::row_losses_in_workspace(*p) ? row_bytes : 0))
+                                          : nullptr;
+    const bool none = p->reduction == TC_REDUCTION_NONE;
+    T* loss_rows = none ? static_cast<T*>(p->loss) : nullptr;
+    T* z_rows = none ? static_cast<T*>(p->z_loss) : nullptr;
     const T* x = static_cast<const T*>(p->logits);
     T* g = static_cast<T*>(p->grad_logits);
     auto launch = [&](auto width, auto vec) -> tc_status {
       constexpr int W = decltype(width)::value, V = decltype(vec)::value;
       constexpr int threads = W < 256 ? 256 : W, rows_per_block = threads / W;
-      auto kernel = ce_forward_kernel<T, W, V>;
+      auto kernel = p->softcap > 0 ? ce_forward_kernel<T, W, V, true> : ce_forward_kernel<T, W, V, false>;
       unsigned grid = 1;
       TC_RETURN_IF_ERROR(persistent_grid(op, kernel, threads, (rows + rows_per_block - 1) / rows_per_block,
                                          rows_per_block * int64_t(cols) * int64_t(sizeof(T)), &grid));
       kernel<<<grid, threads, 0, stream>>>(x, p->target, g, rows, cols, p->ignore_index,
-                                           A(p->label_smoothing), g ? n_valid : nullptr, row_loss,
-                                           loss_rows);
+                                           A(p->label_smoothing), A(p->softcap), A(p->lse_square_scale),
+                                           g ? n_valid : nullptr, row_loss, loss_rows, row_z, z_rows);
       return check_launch(op);
     };
     // Rows start 16-byte aligned or not (odd V); vectors need grad and logits
@@ -437,8 +473,13 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
       TC_RETURN_IF_ERROR(same_alignment ? by_width(std::integral_constant<int, Vec<T>::size>{})
                                         : by_width(std::integral_constant<int, 1>{}));
     }
-    if (!p->loss || p->reduction == TC_REDUCTION_NONE) return TC_OK;
-    ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_loss, rows, n_valid, static_cast<T*>(p->loss));
+    if (none) return TC_OK;
+    if (p->loss) {
+      ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_loss, rows, n_valid, static_cast<T*>(p->loss));
+      TC_RETURN_IF_ERROR(check_launch(op));
+    }
+    if (!p->z_loss) return TC_OK;
+    ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_z, rows, n_valid, static_cast<T*>(p->z_loss));
     return check_launch(op);
   });
 }

@@ -20,6 +20,8 @@ inline tc_status check(const tc_cross_entropy_params* p, const char* op) {
   TC_REQUIRE(p->label_smoothing >= 0.0 && p->label_smoothing <= 1.0,
              "%s: label_smoothing must be in [0, 1], got %g", op, p->label_smoothing);
   TC_REQUIRE(p->rows == 0 || (p->logits && p->target), "%s: logits or target is NULL", op);
+  TC_REQUIRE(p->softcap >= 0.0, "%s: softcap must be >= 0 (0: off), got %g", op, p->softcap);
+  TC_REQUIRE(p->lse_square_scale >= 0.0, "%s: lse_square_scale must be >= 0, got %g", op, p->lse_square_scale);
   return TC_OK;
 }
 
@@ -33,17 +35,35 @@ inline tc_status check(const tc_cross_entropy_backward_params* p, const char* op
 
 inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
 
-// The CUDA workspace: [n_valid, counted on the device: 16 bytes][row losses].
+// The CUDA workspace: [n_valid, counted on the device: 16 bytes][row losses][row z terms].
 inline bool counts_n_valid(const tc_cross_entropy_params& p) {
-  return p.reduction == TC_REDUCTION_MEAN && !p.n_valid && (p.loss || p.grad_logits);
+  return p.reduction == TC_REDUCTION_MEAN && !p.n_valid && (p.loss || p.grad_logits || p.z_loss);
 }
 inline bool row_losses_in_workspace(const tc_cross_entropy_params& p) {
   return p.reduction != TC_REDUCTION_NONE && p.loss && !p.row_loss;
 }
+inline bool row_z_in_workspace(const tc_cross_entropy_params& p) {
+  return p.reduction != TC_REDUCTION_NONE && p.z_loss;
+}
 constexpr size_t kCountBytes = 16;
 inline size_t workspace_bytes(const tc_cross_entropy_params& p) {
   return (counts_n_valid(p) ? kCountBytes : 0) +
-         (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0);
+         (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
+         (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0);
+}
+
+// softcap * tanh(x / softcap), the capped logit (cap <= 0: x)
+template <class A>
+TC_HD inline A capped(A x, A cap) {
+  return cap > A(0) ? cap * tanh(x / cap) : x;
+}
+
+// d capped / dx from the capped value: 1 - tanh^2
+template <class A>
+TC_HD inline A cap_slope(A xc, A cap) {
+  if (cap <= A(0)) return A(1);
+  const A t = xc / cap;
+  return A(1) - t * t;
 }
 
 // loss = lse - (1 - eps) x_t - eps mean(x) with lse = m + log_s, written so

@@ -1,6 +1,8 @@
 // cross_entropy (the loss, and with compute_grad its gradient from the same
 // pass) and cross_entropy_backward (that gradient scaled in place by
 // grad_loss): torch layer. logits [rows, classes], target [rows] int64.
+// softcap and lse_square_scale (z-loss): cross_entropy.h; z_loss is the z
+// terms alone, reduced as the loss, when return_z_loss (else empty).
 #include <vector>
 
 #include "cross_entropy_args.h"
@@ -8,9 +10,11 @@
 namespace {
 using namespace tc_torch;
 
-std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
-                                                 int64_t ignore_index, c10::string_view reduction,
-                                                 double label_smoothing, bool compute_grad) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+                                                             int64_t ignore_index, c10::string_view reduction,
+                                                             double label_smoothing, bool compute_grad,
+                                                             double softcap, double lse_square_scale,
+                                                             bool return_z_loss) {
   const char* op = "cross_entropy";
   check_args(op, {{"logits", logits}});
   TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
@@ -19,18 +23,22 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const
   check_target(op, target, logits, "logits");
   const int red = parse_reduction(op, reduction);
   check_label_smoothing(op, label_smoothing);
+  check_options(op, softcap, lse_square_scale);
   const at::Tensor x = logits.contiguous(), t = target.contiguous();
   const int64_t rows = x.size(0), cols = x.size(1);
   at::Tensor loss = empty_contiguous(red == TC_REDUCTION_NONE ? std::vector<int64_t>{rows}
                                                               : std::vector<int64_t>{}, x);
   at::Tensor grad = empty_contiguous(compute_grad ? x.sizes() : at::IntArrayRef{0}, x);
+  at::Tensor z = empty_contiguous(return_z_loss ? loss.sizes() : at::IntArrayRef{0}, x);
   call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
                       tc_cross_entropy_params{.rows = rows, .cols = cols, .ignore_index = ignore_index,
                                               .reduction = red, .label_smoothing = label_smoothing,
+                                              .softcap = softcap, .lse_square_scale = lse_square_scale,
                                               .logits = x.data_ptr(), .target = t.const_data_ptr<int64_t>(),
                                               .loss = loss.data_ptr(),
-                                              .grad_logits = compute_grad ? grad.data_ptr() : nullptr});
-  return {loss, grad};
+                                              .grad_logits = compute_grad ? grad.data_ptr() : nullptr,
+                                              .z_loss = return_z_loss ? z.data_ptr() : nullptr});
+  return {loss, grad, z};
 }
 
 // grad_loss: 0-dim (one scale) or grad_logits' shape without its last dim.
@@ -63,7 +71,8 @@ void impls(M& m) {
 
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, str reduction='mean', "
-        "float label_smoothing=0.0, bool compute_grad=False) -> (Tensor loss, Tensor grad_logits)");
+        "float label_smoothing=0.0, bool compute_grad=False, float softcap=0.0, float lse_square_scale=0.0, "
+        "bool return_z_loss=False) -> (Tensor loss, Tensor grad_logits, Tensor z_loss)");
   m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss) -> ()");
 }
 

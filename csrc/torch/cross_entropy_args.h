@@ -18,6 +18,11 @@ inline void check_label_smoothing(const char* op, double eps) {
   TC_CHECK(eps >= 0.0 && eps <= 1.0, op, "label_smoothing must be in [0, 1], got %g", eps);
 }
 
+inline void check_options(const char* op, double softcap, double lse_square_scale) {
+  TC_CHECK(softcap >= 0.0, op, "softcap must be >= 0 (0: off), got %g", softcap);
+  TC_CHECK(lse_square_scale >= 0.0, op, "lse_square_scale must be >= 0, got %g", lse_square_scale);
+}
+
 // target: int64 class indices, one per row, on `like`'s device.
 inline void check_target(const char* op, const at::Tensor& target, const at::Tensor& like,
                          const char* like_name) {

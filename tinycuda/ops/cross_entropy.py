@@ -24,8 +24,15 @@ __all__ = ["cross_entropy"]
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, softcap=None,
+                  lse_square_scale=0.0, return_z_loss=False):
     """F.cross_entropy(logits, target, ignore_index=..., reduction=..., label_smoothing=...).
+
+    softcap (Gemma 2): logits become softcap * tanh(logits / softcap) first.
+    lse_square_scale (PaLM's z-loss): each row's loss gains lse_square_scale *
+    logsumexp(row)^2; with return_z_loss, (loss, z_loss) where z_loss is that
+    term alone, reduced as the loss, for logging (no gradient of its own: it
+    is part of loss).
 
     logits [N, V] (or [V] with a 0-dim target), target int64 class indices;
     the loss has logits' dtype, computed in float32 (float64 for double).
@@ -38,9 +45,12 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
         torch._check(target.dim() == 0, lambda: "tinycuda::cross_entropy: 1-D logits need a 0-dim target")
         logits, target = logits.unsqueeze(0), target.reshape(1)
     compute_grad = torch.is_grad_enabled() and logits.requires_grad
-    loss, _ = torch.ops.tinycuda.cross_entropy(logits, target, ignore_index, reduction, label_smoothing,
-                                               compute_grad)
-    return loss.reshape(()) if single and reduction == "none" else loss
+    loss, _, z = torch.ops.tinycuda.cross_entropy(logits, target, ignore_index, reduction, label_smoothing,
+                                                  compute_grad, float(softcap or 0.0), float(lse_square_scale),
+                                                  return_z_loss)
+    if single and reduction == "none":
+        loss, z = loss.reshape(()), z.reshape(()) if return_z_loss else z
+    return (loss, z) if return_z_loss else loss
 
 
 def check_target(op, rows, target):
@@ -50,22 +60,26 @@ def check_target(op, rows, target):
                  lambda: f"tinycuda::{op}: target must have shape [{rows}], got {list(target.shape)}")
 
 
-def check_reduction(op, reduction, label_smoothing):
+def check_reduction(op, reduction, label_smoothing, softcap=0.0, lse_square_scale=0.0):
     torch._check(reduction in REDUCTIONS,
                  lambda: f"tinycuda::{op}: reduction must be 'mean', 'sum' or 'none', got '{reduction}'")
     torch._check(0.0 <= label_smoothing <= 1.0,
                  lambda: f"tinycuda::{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    torch._check(softcap >= 0.0, lambda: f"tinycuda::{op}: softcap must be >= 0 (0: off), got {softcap:g}")
+    torch._check(lse_square_scale >= 0.0,
+                 lambda: f"tinycuda::{op}: lse_square_scale must be >= 0, got {lse_square_scale:g}")
 
 
 @register_fake("tinycuda::cross_entropy")
 def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing,
-                        compute_grad):
+                        compute_grad, softcap, lse_square_scale, return_z_loss):
     torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
                  lambda: "tinycuda::cross_entropy: logits must be 2-D [rows, classes] with at least one class")
     check_target("cross_entropy", logits.shape[0], target)
-    check_reduction("cross_entropy", reduction, label_smoothing)
-    loss = logits.new_empty((logits.shape[0],) if reduction == "none" else ())
-    return loss, logits.new_empty(logits.shape if compute_grad else (0,))
+    check_reduction("cross_entropy", reduction, label_smoothing, softcap, lse_square_scale)
+    shape = (logits.shape[0],) if reduction == "none" else ()
+    return (logits.new_empty(shape), logits.new_empty(logits.shape if compute_grad else (0,)),
+            logits.new_empty(shape if return_z_loss else (0,)))
 
 
 @register_fake("tinycuda::cross_entropy_backward")
@@ -75,8 +89,8 @@ def _cross_entropy_backward_fake(grad_logits, grad_loss):
 
 
 def _setup(ctx, inputs, output):
-    _, grad = output
-    ctx.mark_non_differentiable(grad)
+    _, grad, z = output
+    ctx.mark_non_differentiable(grad, z)
     # no zero-filled [N, V] tensor as the (unused) gradient of grad_logits:
     # materialized, it cost a 2 GB fill (0.64 ms) per backward at 8192 x 128256
     ctx.set_materialize_grads(False)
@@ -84,15 +98,15 @@ def _setup(ctx, inputs, output):
     ctx.compute_grad = inputs[5]
 
 
-def _backward(ctx, grad_loss, _):
+def _backward(ctx, grad_loss, _grad, _z):
     if not ctx.compute_grad:
         raise RuntimeError("tinycuda::cross_entropy: the forward ran with compute_grad=False, so there is "
                            "no gradient to backpropagate (tinycuda.cross_entropy sets it when needed)")
     if grad_loss is None:  # the loss unused (grads are not materialized)
-        return (None,) * 6
+        return (None,) * 9
     (grad,) = ctx.saved_tensors
     scale_saved(grad, grad_loss)
-    return grad, None, None, None, None, None
+    return (grad,) + (None,) * 8
 
 
 def scale_saved(grad, grad_loss):

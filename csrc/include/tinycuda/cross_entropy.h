@@ -13,6 +13,15 @@
  * rows. The backward then only scales it by grad_loss, in place: one value
  * for SUM and MEAN, one per row for NONE. Math in float (double for double).
  *
+ * Options, as Gemma 2 and PaLM train (and Liger-Kernel computes them):
+ *   softcap > 0: every logit is capped first, x -> softcap * tanh(x / softcap),
+ *     and the gradient carries its derivative 1 - tanh^2 (0: off)
+ *   lse_square_scale (z-loss): each row's loss gains z_i = lse_square_scale * lse_i^2,
+ *     its gradient 2 lse_square_scale lse_i softmax_ic; z_loss, when given,
+ *     receives the z terms alone, reduced as the loss (for logging)
+ * so grad_ic = ((1 + 2 lse_square_scale lse_i) softmax_ic - (1 - eps) [c == t_i]
+ *               - eps / cols) * scale * (1 - tanh^2(x_ic / softcap)).
+ *
  * A target outside [0, cols) other than ignore_index: the CPU entry point
  * fails (naming the row) before writing anything; the CUDA kernel stops with
  * a device-side assert naming the op, before reading out of bounds (as torch's
@@ -38,6 +47,8 @@ typedef struct {
   int64_t ignore_index;
   int reduction;         /* TC_REDUCTION_* */
   double label_smoothing;
+  double softcap;        /* > 0: logits capped at +-softcap by tanh; 0: off */
+  double lse_square_scale; /* z-loss weight; 0: off */
   const void* logits;    /* [rows, cols] */
   const int64_t* target; /* [rows] */
   void* loss;            /* NONE: [rows]; SUM, MEAN: [1]. NULL: not written */
@@ -46,6 +57,7 @@ typedef struct {
                              counted here from target */
   void* row_loss;        /* NULL, or [rows] of float (double for float64): each
                             row's loss, unreduced */
+  void* z_loss;          /* NULL, or the z terms alone, reduced as loss: NONE: [rows]; SUM, MEAN: [1] */
   void* workspace;
   size_t workspace_bytes;
   void* stream;
