@@ -847,15 +847,22 @@ def _flce_samples(device, dtype):
     hid, w, t, b = flce_inputs(7, 5, 9, device, dtype, bias=True)
     yield Sample("7-5-9-smoothing0.3", (hid, w, t, b), {"label_smoothing": 0.3})
     yield Sample("7-5-9-sum-grad_hidden", (hid, w, t, b), {"reduction": "sum", "chunk_size": 3}, grad=(0,))
-    # reduction='none' has a loss per row but no gradient (grad_weight sums the rows in the forward)
-    hid, w, t, _ = flce_inputs(13, 8, 20, device, dtype)
+    # reduction='none': the loss per row; the backward runs the chunks again with grad_loss per row
+    hid, w, t, b = flce_inputs(13, 8, 20, device, dtype, bias=True)
     yield Sample("13-8-20-none-no_grad", (hid, w, t), {"reduction": "none", "chunk_size": 4}, grad=())
+    yield Sample("13-8-20-none", (hid, w, t, b), {"reduction": "none", "chunk_size": 4})
+    # softcap and z-loss (logits ~ 3 x softcap)
+    hid, w, t, b = flce_inputs(37, 24, 50, device, dtype, bias=True)
+    for kw in ({"softcap": 1.0, "chunk_size": 8}, {"lse_square_scale": 1e-2, "return_z_loss": True, "chunk_size": 8},
+               {"reduction": "none", "softcap": 2.0, "lse_square_scale": 1e-3, "return_z_loss": True},
+               {"reduction": "sum", "lse_square_scale": 1e-3, "return_z_loss": True, "chunk_size": 16}):
+        yield Sample("37-24-50-" + "-".join(f"{k}{v}" for k, v in kw.items()), (hid, w, t, b), kw)
 
 
 def _flce_ref(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
-              chunk_size=0, accum_dtype=None):
-    return F.cross_entropy(F.linear(hidden, weight, bias), target, ignore_index=ignore_index, reduction=reduction,
-                           label_smoothing=label_smoothing)
+              chunk_size=0, accum_dtype=None, **options):
+    return _cross_entropy_ref(F.linear(hidden, weight, bias), target, ignore_index, reduction, label_smoothing,
+                              **options)
 
 
 def _flce_errors():
@@ -875,8 +882,12 @@ def _flce_errors():
         ErrorCase(rf"{name}: accum_dtype must be None, the weight's dtype \(Float\) or Float.*got Half", f,
                   (hidden.requires_grad_(), weight, target), {"accum_dtype": torch.float16}),
         ErrorCase(rf"{name}: hidden must be 2-D", f, (hidden[None], weight, target)),
-        ErrorCase(rf"{name}: reduction='none' has no gradient", f,
-                  (hidden.detach().requires_grad_(), weight, target), {"reduction": "none"}),
+        ErrorCase(rf"{name}: reduction='none' makes its gradient from a per-row grad_loss, which must be given as "
+                  "row_scale", torch.ops.tinycuda.fused_linear_cross_entropy,
+                  (hidden, weight, target, None, -100, "none", 0.0, True)),
+        ErrorCase(rf"{name}: row_scale must have shape \[4\] \(hidden's rows\), got \[3\]",
+                  torch.ops.tinycuda.fused_linear_cross_entropy,
+                  (hidden, weight, target, None, -100, "none", 0.0, True, 0, None, 0.0, 0.0, False, torch.ones(3))),
         ErrorCase(rf"{name}: target 6 at row 7 is out of range \[0, 6\)", f, (h, w, t), {"chunk_size": 3}),
     ]
 

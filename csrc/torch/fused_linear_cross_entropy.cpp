@@ -25,8 +25,16 @@
 // as accurate as torch's single matmul at any chunking. On CUDA the chunk's
 // product goes straight into it (cuBLAS with an fp32 output, addmm's
 // out_dtype); the CPU, without that overload, multiplies fp32 copies of the
-// chunk. Reduction 'none' has no gradient here: a per-row grad_loss cannot be
-// applied to grad_weight after the rows were summed into it.
+// chunk.
+//
+// Reduction 'none' cannot make its gradients in the forward (a per-row
+// grad_loss cannot be applied to grad_weight after the rows were summed into
+// it): its backward runs this again with row_scale = grad_loss, which scales
+// each chunk's gradient rows (cross_entropy_backward's per-row kernel) before
+// the two products: one more logits product than 'mean', no [N, V] buffer.
+// softcap and lse_square_scale as cross_entropy's; return_z_loss adds the z
+// terms up chunk by chunk (each chunk's share rounded to the dtype: for
+// logging).
 #include <algorithm>
 
 #include "cross_entropy_args.h"
@@ -41,10 +49,11 @@ int64_t liger_chunk(int64_t n, int64_t h, int64_t v) {
   return chunk;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& target,
     const c10::optional<at::Tensor>& bias, int64_t ignore_index, c10::string_view reduction,
-    double label_smoothing, bool compute_grad, int64_t chunk_size, c10::optional<at::ScalarType> accum_dtype) {
+    double label_smoothing, bool compute_grad, int64_t chunk_size, c10::optional<at::ScalarType> accum_dtype,
+    double softcap, double lse_square_scale, bool return_z_loss, const c10::optional<at::Tensor>& row_scale) {
   const char* op = "fused_linear_cross_entropy";
   const bool has_bias = bias.has_value() && bias->defined();
   if (has_bias)
@@ -62,9 +71,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_en
   check_target(op, target, hidden, "hidden");
   const int red = parse_reduction(op, reduction);
   check_label_smoothing(op, label_smoothing);
-  TC_CHECK(!(compute_grad && red == TC_REDUCTION_NONE), op,
-           "reduction='none' has no gradient here (grad_weight sums the rows in the forward, so a "
-           "per-row grad_loss cannot be applied afterwards): use 'mean' or 'sum', or run without grad");
+  check_options(op, softcap, lse_square_scale);
+  const bool scaled = row_scale.has_value() && row_scale->defined();
+  TC_CHECK(!(compute_grad && red == TC_REDUCTION_NONE && !scaled), op,
+           "reduction='none' makes its gradient from a per-row grad_loss, which must be given as row_scale "
+           "(the autograd backward passes it)");
+  if (scaled) {
+    check_args(op, {{"hidden", hidden}, {"row_scale", *row_scale}});
+    TC_CHECK(red == TC_REDUCTION_NONE && compute_grad, op,
+             "row_scale is the per-row grad_loss of reduction='none' with compute_grad");
+    TC_CHECK(row_scale->dim() == 1 && row_scale->size(0) == hidden.size(0), op,
+             "row_scale must have shape [%lld] (hidden's rows), got %s", (long long)hidden.size(0),
+             shape_str(row_scale->sizes()).c_str());
+  }
   TC_CHECK(chunk_size >= 0, op, "chunk_size must be >= 0 (0: automatic), got %lld", (long long)chunk_size);
 
   const at::ScalarType wdt = weight.scalar_type(), grad_acc = accum_dtype.value_or(wdt);
@@ -89,6 +108,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_en
   at::Tensor grad_bias_acc = compute_grad && has_bias ? at::zeros({v}, h.options().dtype(acc)) : at::Tensor();
   if (compute_grad && n == 0) grad_weight.zero_();
 
+  const at::Tensor scale = scaled ? row_scale->contiguous() : at::Tensor();
+  // z terms: per row for 'none', else each chunk's share (MEAN: already over n_valid) added up in fp32
+  at::Tensor z_rows = return_z_loss && red == TC_REDUCTION_NONE ? at::empty({n}, h.options()) : at::Tensor();
+  at::Tensor z_chunk = return_z_loss && red != TC_REDUCTION_NONE ? at::empty({}, h.options()) : at::Tensor();
+  at::Tensor z_sum = z_chunk.defined() ? at::zeros({}, h.options().dtype(acc)) : at::Tensor();
   at::Tensor buffer = at::empty({chunk, v}, h.options());
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
@@ -101,12 +125,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_en
     call_with_workspace(
         op, logits, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
         tc_cross_entropy_params{.rows = len, .cols = v, .ignore_index = ignore_index, .reduction = red,
-                                .label_smoothing = label_smoothing, .logits = logits.data_ptr(),
+                                .label_smoothing = label_smoothing, .softcap = softcap,
+                                .lse_square_scale = lse_square_scale, .logits = logits.data_ptr(),
                                 .target = t.const_data_ptr<int64_t>() + s,
                                 .grad_logits = compute_grad ? logits.data_ptr() : nullptr,
                                 .n_valid = n_valid.defined() ? n_valid.const_data_ptr<int64_t>() : nullptr,
-                                .row_loss = row_loss.narrow(0, s, len).data_ptr()});
+                                .row_loss = row_loss.narrow(0, s, len).data_ptr(),
+                                .z_loss = z_rows.defined()    ? z_rows.narrow(0, s, len).data_ptr()
+                                          : z_chunk.defined() ? z_chunk.data_ptr()
+                                                              : nullptr});
+    if (z_sum.defined()) z_sum.add_(z_chunk);
     if (!compute_grad) continue;
+    if (scaled)
+      call(op, logits, tc_cross_entropy_backward_cpu, tc_cross_entropy_backward_cuda,
+           tc_cross_entropy_backward_params{.rows = len, .cols = v, .per_row = 1, .grad_logits = logits.data_ptr(),
+                                            .grad_loss = scale.narrow(0, s, len).data_ptr()});
     at::Tensor gh = grad_hidden.narrow(0, s, len);
     at::mm_out(gh, logits, w);
     if (widen && h.is_cuda())
@@ -126,7 +159,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_en
   if (widen) grad_weight.copy_(grad_weight_acc);
   at::Tensor grad_bias = grad_bias_acc.defined() ? grad_bias_acc.to(h.scalar_type())
                                                  : empty_contiguous(at::IntArrayRef{0}, h);
-  return {loss, grad_hidden, grad_weight, grad_bias};
+  at::Tensor z_loss = z_rows.defined()  ? z_rows
+                      : z_sum.defined() ? z_sum.to(h.scalar_type())
+                                        : empty_contiguous(at::IntArrayRef{0}, h);
+  return {loss, grad_hidden, grad_weight, grad_bias, z_loss};
 }
 
 template <class M>
@@ -138,8 +174,9 @@ void impls(M& m) {
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("fused_linear_cross_entropy(Tensor hidden, Tensor weight, Tensor target, Tensor? bias=None, "
         "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, "
-        "bool compute_grad=False, int chunk_size=0, ScalarType? accum_dtype=None) -> (Tensor loss, Tensor grad_hidden, "
-        "Tensor grad_weight, Tensor grad_bias)");
+        "bool compute_grad=False, int chunk_size=0, ScalarType? accum_dtype=None, float softcap=0.0, "
+        "float lse_square_scale=0.0, bool return_z_loss=False, Tensor? row_scale=None) -> (Tensor loss, "
+        "Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias, Tensor z_loss)");
 }
 
 TC_REGISTER_IMPLS(impls)
