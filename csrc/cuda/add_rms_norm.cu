@@ -7,10 +7,10 @@
 
 tc_status tc_add_rms_norm_cuda(const tc_add_rms_norm_params* p) {
   TC_REQUIRE(p, "add_rms_norm: params is NULL");
-  return norm_forward_cuda<true>(norms::view(*p));
+  return norm_forward_cuda<true, kOptions>(norms::view(*p));
 }
 
 tc_status tc_add_rms_norm_backward_cuda(const tc_add_rms_norm_backward_params* p) {
   TC_REQUIRE(p, "add_rms_norm_backward: params is NULL");
-  return norm_backward_cuda<true>(norms::view(*p));
+  return norm_backward_cuda<true, kOptions>(norms::view(*p));
 }

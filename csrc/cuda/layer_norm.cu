@@ -6,10 +6,10 @@
 
 tc_status tc_layer_norm_cuda(const tc_layer_norm_params* p) {
   TC_REQUIRE(p, "layer_norm: params is NULL");
-  return norm_forward_cuda<false>(norms::view(*p));
+  return norm_forward_cuda<false, kPlain>(norms::view(*p));
 }
 
 tc_status tc_layer_norm_backward_cuda(const tc_layer_norm_backward_params* p) {
   TC_REQUIRE(p, "layer_norm_backward: params is NULL");
-  return norm_backward_cuda<false>(norms::view(*p));
+  return norm_backward_cuda<false, kPlain>(norms::view(*p));
 }

@@ -137,19 +137,22 @@ __device__ void write_partials(const A (&acc)[VPT][VEC], A* __restrict__ part, i
 // y = (x - mean) * rstd * w + b for one chunk at column `col`. Weight and bias
 // are read here, every row (from L1: a block's share of them is at most
 // 64 KB), not held in registers across rows, which spilled fp32 rows.
-// rms_norm's casting modes (rms_norm.h): offset + w, and xhat, rounded to T
-// unless GEMMA.
+// rms_norm's options (rms_norm.h) and add_rms_norm's residual: compiled in
+// only where OPT is set. Their per-element selects in every kernel made
+// rms_norm's and layer_norm's backward 6.5% slower at 32768 x 4096 bf16.
+// offset + w, and xhat, are rounded to T unless casting is GEMMA.
 template <class T>
 __device__ __forceinline__ acc_t<T> rounded(acc_t<T> v) {
   return acc_t<T>(to_acc(from_acc<T>(v)));
 }
-template <class T, class A>
+template <bool OPT, class T, class A>
 __device__ __forceinline__ A weight_of(T w, A offset, int casting) {
+  if constexpr (!OPT) return A(to_acc(w));
   const A v = A(to_acc(w)) + offset;
   return casting == TC_RMS_CAST_GEMMA ? v : rounded<T>(v);
 }
 
-template <bool RMS, class T, int VEC, class A>
+template <bool RMS, bool OPT, class T, int VEC, class A>
 __device__ __forceinline__ void normalize(const Vec<T, VEC>& x, const T* w, const T* b, int64_t col,
                                           A mean, A rstd, A offset, int casting, Vec<T, VEC>& y) {
   Vec<T, VEC> wv, bv;
@@ -158,8 +161,8 @@ __device__ __forceinline__ void normalize(const Vec<T, VEC>& x, const T* w, cons
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     A v = (A(to_acc(x.v[j])) - mean) * rstd;
-    if (RMS && casting != TC_RMS_CAST_GEMMA) v = rounded<T>(v);
-    if (w) v *= RMS ? weight_of(wv.v[j], offset, casting) : A(to_acc(wv.v[j]));
+    if (OPT && casting != TC_RMS_CAST_GEMMA) v = rounded<T>(v);
+    if (w) v *= weight_of<OPT>(wv.v[j], offset, casting);
     if (!RMS && b) v += A(to_acc(bv.v[j]));
     y.v[j] = from_acc<T>(v);
   }
@@ -177,21 +180,26 @@ __device__ __forceinline__ Vec<T, VEC> add_residual(const Vec<T, VEC>& x, const 
   return sv;
 }
 
-// grad_x of one chunk, plus add_rms_norm's grad_s at gs (NULL: none).
-template <class T, int VEC, class A>
-__device__ __forceinline__ Vec<T, VEC> grad_x_of(const A (&xhat)[VEC], const A (&wg)[VEC], A rstd, A mean_wg,
-                                                 A mean_wgx, const T* gs) {
-  Vec<T, VEC> add, o;
-  if (gs) add = load_vec<T, VEC>(gs);
+// Stores grad_x of one chunk at gx, plus add_rms_norm's grad_s read at gs
+// (OPT only; NULL: none). A Vec returned by value here instead took the
+// VPT = 4 bf16 layer_norm backward from 24 to 104 bytes of spills.
+template <bool OPT, class T, int VEC, class A>
+__device__ __forceinline__ void store_grad_x(T* gx, const T* gs, const A (&xhat)[VEC], const A (&wg)[VEC], A rstd,
+                                             A mean_wg, A mean_wgx) {
+  Vec<T, VEC> o, add;
+  if (OPT && gs) add = load_vec<T, VEC>(gs);
 #pragma unroll
-  for (int j = 0; j < VEC; ++j)
-    o.v[j] = from_acc<T>(rstd * (wg[j] - mean_wg - xhat[j] * mean_wgx) + (gs ? A(to_acc(add.v[j])) : A(0)));
-  return o;
+  for (int j = 0; j < VEC; ++j) {
+    A v = rstd * (wg[j] - mean_wg - xhat[j] * mean_wgx);
+    if (OPT && gs) v += A(to_acc(add.v[j]));
+    o.v[j] = from_acc<T>(v);
+  }
+  store_vec(gx, o);
 }
 
 // The backward's per-element terms of one chunk at column `col`: xhat,
 // grad_y and wg = grad_y * w (w read here, like normalize's).
-template <class T, int VEC, class A>
+template <bool OPT, class T, int VEC, class A>
 __device__ __forceinline__ void terms(const Vec<T, VEC>& x, const Vec<T, VEC>& g, const T* w,
                                       int64_t col, A mean, A rstd, A offset, int casting, A (&xhat)[VEC],
                                       A (&gy)[VEC], A (&wg)[VEC]) {
@@ -201,22 +209,22 @@ __device__ __forceinline__ void terms(const Vec<T, VEC>& x, const Vec<T, VEC>& g
   for (int j = 0; j < VEC; ++j) {
     xhat[j] = (A(to_acc(x.v[j])) - mean) * rstd;
     gy[j] = to_acc(g.v[j]);
-    wg[j] = w ? gy[j] * weight_of(wv.v[j], offset, casting) : gy[j];
-    if (casting != TC_RMS_CAST_GEMMA) wg[j] = rounded<T>(wg[j]);
+    wg[j] = w ? gy[j] * weight_of<OPT>(wv.v[j], offset, casting) : gy[j];
+    if (OPT && casting != TC_RMS_CAST_GEMMA) wg[j] = rounded<T>(wg[j]);
   }
 }
 
 // 1 / sqrt(var + eps), rounded to T for casting NONE
-template <class T, class A>
+template <class T, bool OPT, class A>
 __device__ __forceinline__ A rstd_of(A var_eps, int casting) {
   const A r = A(1) / sqrt(var_eps);
-  return casting == TC_RMS_CAST_NONE ? rounded<T>(r) : r;
+  return OPT && casting == TC_RMS_CAST_NONE ? rounded<T>(r) : r;
 }
 
 // grad_weight's term: grad_y times xhat as the forward multiplied it
-template <class T, class A>
+template <class T, bool OPT, class A>
 __device__ __forceinline__ A dw_term(A gy, A xhat, int casting) {
-  return gy * (casting == TC_RMS_CAST_GEMMA ? xhat : rounded<T>(xhat));
+  return gy * (!OPT || casting == TC_RMS_CAST_GEMMA ? xhat : rounded<T>(xhat));
 }
 
 // ---------------------------------------------------------------------------
@@ -225,7 +233,7 @@ __device__ __forceinline__ A dw_term(A gy, A xhat, int casting) {
 // CLUSTER > 1: a row spans the cluster's blocks (width = kBlock), block
 // `rank` holding every CLUSTER-th run of kBlock chunks; each row sum ends in
 // cluster_allreduce (kit/cluster.cuh).
-template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER>
+template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER, bool OPT>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_kernel(FwdArgs<T> a, int width) {
   using A = acc_t<T>;
@@ -253,7 +261,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
     auto valid = [&](int u, int k) {
       return r0 + u < a.rows && int64_t(k) * stride + lane < chunks;
     };
-    if (a.r) {
+    if (OPT && a.r) {
 #pragma unroll
       for (int u = 0; u < kRows; ++u)
 #pragma unroll
@@ -296,7 +304,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
     for (int u = 0; u < kRows; ++u) {
       launder(xv[u]);
       if (r0 + u >= a.rows) break;
-      const A rstd = rstd_of<T>(ss[u] * inv_n + a.eps, a.casting);
+      const A rstd = rstd_of<T, OPT>(ss[u] * inv_n + a.eps, a.casting);
       if (lane == 0) {  // block 0 of a cluster
         if (a.mean) a.mean[r0 + u] = mean[u];
         if (a.rstd) a.rstd[r0 + u] = rstd;
@@ -306,7 +314,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
         if (!valid(u, k)) continue;
         const int64_t c = int64_t(k) * stride + lane;
         P yv;
-        normalize<RMS>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, a.offset, a.casting, yv);
+        normalize<RMS, OPT>(xv[u][k], a.w, a.b, c * VEC, mean[u], rstd, a.offset, a.casting, yv);
         store_vec(a.y + (r0 + u) * a.cols + c * VEC, yv);
       }
     }
@@ -318,7 +326,7 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
 // rows (32 registers of bf16) and their float terms.
 // CLUSTER > 1 as in the forward: a cluster owns the band, each block its
 // columns, and writes them into the cluster's row of partials.
-template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER>
+template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER, bool OPT>
 __global__ void __launch_bounds__(kBlock, 1)
 norm_backward_kernel(BwdArgs<T> a, int width) {
   using A = acc_t<T>;
@@ -364,11 +372,11 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
         const int64_t col = (int64_t(k) * stride + lane) * VEC;
-        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], a.offset, a.casting, xhat, gy, wg);
+        terms<OPT>(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], a.offset, a.casting, xhat, gy, wg);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           s[u * NS] += wg[j] * xhat[j];
-          dw[k][j] += dw_term<T>(gy[j], xhat[j], a.casting);
+          dw[k][j] += dw_term<T, OPT>(gy[j], xhat[j], a.casting);
           if constexpr (!RMS) {
             s[u * NS + 1] += wg[j];
             db[k][j] += gy[j];
@@ -387,9 +395,9 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       for (int k = 0; k < VPT; ++k) {
         if (!valid(u, k)) continue;
         const int64_t col = (int64_t(k) * stride + lane) * VEC;
-        terms(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], a.offset, a.casting, xhat, gy, wg);
+        terms<OPT>(xv[u][k], gv[u][k], a.w, col, mean[u], rstd[u], a.offset, a.casting, xhat, gy, wg);
         const int64_t at = (r0 + u) * a.cols + col;
-        store_vec(a.gx + at, grad_x_of<T>(xhat, wg, rstd[u], mean_wg, mean_wgx, a.gs ? a.gs + at : nullptr));
+        store_grad_x<OPT>(a.gx + at, OPT && a.gs ? a.gs + at : nullptr, xhat, wg, rstd[u], mean_wg, mean_wgx);
       }
     }
   }
@@ -401,7 +409,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
 // ---------------------------------------------------------------------------
 // kernels: rows longer than kBlock * VPT chunks, one group (the block) a row
 
-template <class T, bool RMS, int VEC>
+template <class T, bool RMS, int VEC, bool OPT>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_loop_kernel(FwdArgs<T> a, int) {
   using A = acc_t<T>;
@@ -412,7 +420,7 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
   int slot = 0;
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T* x = a.x + r * a.cols;
-    if (a.r) {  // the sum is written first and re-read (by the thread that wrote it) in each pass
+    if (OPT && a.r) {  // the sum is written first and re-read (by the thread that wrote it) in each pass
       for (int64_t c = threadIdx.x; c < chunks; c += kBlock)
         add_residual(load_vec<T, VEC>(x + c * VEC), a.r + r * a.cols + c * VEC, a.s + r * a.cols + c * VEC);
       x = a.s + r * a.cols;
@@ -438,14 +446,14 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
       }
     }
     group_sum(ss, kBlock, scratch, slot);
-    const A rstd = rstd_of<T>(ss[0] * inv_n + a.eps, a.casting);
+    const A rstd = rstd_of<T, OPT>(ss[0] * inv_n + a.eps, a.casting);
     if (threadIdx.x == 0) {
       if (a.mean) a.mean[r] = mean[0];
       if (a.rstd) a.rstd[r] = rstd;
     }
     for (int64_t c = threadIdx.x; c < chunks; c += kBlock) {
       P yv;
-      normalize<RMS>(load_vec<T, VEC>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, a.offset, a.casting, yv);
+      normalize<RMS, OPT>(load_vec<T, VEC>(x + c * VEC), a.w, a.b, c * VEC, mean[0], rstd, a.offset, a.casting, yv);
       store_vec(a.y + r * a.cols + c * VEC, yv);
     }
   }
@@ -455,7 +463,7 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
 // into its own columns of the block's partial row in the workspace (the same
 // thread every row, so no races and a fixed order), which is written on the
 // band's first row.
-template <class T, bool RMS, int VEC>
+template <class T, bool RMS, int VEC, bool OPT>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_backward_loop_kernel(BwdArgs<T> a, int) {
   using A = acc_t<T>;
@@ -471,7 +479,7 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
     const T* g = a.g + r * a.cols;
     const A mean = RMS ? A(0) : a.mean[r], rstd = a.rstd[r];
     auto load = [&](int64_t c, A (&xhat)[VEC], A (&gy)[VEC], A (&wg)[VEC]) {
-      terms(load_vec<T, VEC>(x + c * VEC), load_vec<T, VEC>(g + c * VEC), a.w, c * VEC, mean, rstd, a.offset,
+      terms<OPT>(load_vec<T, VEC>(x + c * VEC), load_vec<T, VEC>(g + c * VEC), a.w, c * VEC, mean, rstd, a.offset,
             a.casting, xhat, gy, wg);
     };
     A s[NS] = {};
@@ -491,13 +499,13 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
       load(c, xhat, gy, wg);
       if (a.gx) {
         const int64_t at = r * a.cols + c * VEC;
-        store_vec(a.gx + at, grad_x_of<T>(xhat, wg, rstd, mean_wg, mean_wgx, a.gs ? a.gs + at : nullptr));
+        store_grad_x<OPT>(a.gx + at, OPT && a.gs ? a.gs + at : nullptr, xhat, wg, rstd, mean_wg, mean_wgx);
       }
       A* pw = a.part_w ? a.part_w + blockIdx.x * a.cols + c * VEC : nullptr;
       A* pb = !RMS && a.part_b ? a.part_b + blockIdx.x * a.cols + c * VEC : nullptr;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        if (pw) pw[j] = (r == r_begin ? A(0) : pw[j]) + dw_term<T>(gy[j], xhat[j], a.casting);
+        if (pw) pw[j] = (r == r_begin ? A(0) : pw[j]) + dw_term<T, OPT>(gy[j], xhat[j], a.casting);
         if (pb) pb[j] = (r == r_begin ? A(0) : pb[j]) + gy[j];
       }
     }
@@ -535,40 +543,40 @@ inline int64_t min3(int64_t a, int64_t b, int64_t c) {
 template <class T, int VEC>
 constexpr int kLongVpt = VEC == 1 || sizeof(T) == 8 ? 0 : 4;
 
-template <class T, bool RMS, int VEC, bool BWD, int VPT, int kRows, int CLUSTER>
+template <class T, bool RMS, int VEC, bool BWD, bool OPT, int VPT, int kRows, int CLUSTER>
 constexpr auto register_kernel() {
-  if constexpr (BWD) return norm_backward_kernel<T, RMS, VEC, VPT, kRows, CLUSTER>;
-  else return norm_forward_kernel<T, RMS, VEC, VPT, kRows, CLUSTER>;
+  if constexpr (BWD) return norm_backward_kernel<T, RMS, VEC, VPT, kRows, CLUSTER, OPT>;
+  else return norm_forward_kernel<T, RMS, VEC, VPT, kRows, CLUSTER, OPT>;
 }
 
 // Calls go(kernel, cluster, rows a group holds at a time, chunks a thread
 // holds, clusters resident at once) with the kernel for rows of `chunks`: one
 // block's registers (cluster 1), a cluster's, or the loop kernel (cluster 0);
 // the last argument only for a cluster (else 0).
-template <class T, bool RMS, int VEC, bool BWD, class Go>
+template <class T, bool RMS, int VEC, bool BWD, bool OPT, class Go>
 tc_status pick_kernel(int64_t chunks, Go go) {
   constexpr int VPT = kElems<T, VEC> / VEC, LV = kLongVpt<T, VEC>;
   if (chunks <= int64_t(kBlock) * VPT)
-    return go(register_kernel<T, RMS, VEC, BWD, VPT, kRowsOf<T, VEC>, 1>(), 1, kRowsOf<T, VEC>, VPT, 0);
+    return go(register_kernel<T, RMS, VEC, BWD, OPT, VPT, kRowsOf<T, VEC>, 1>(), 1, kRowsOf<T, VEC>, VPT, 0);
   if constexpr (LV > 0) {
     const int64_t per_block = int64_t(kBlock) * LV;
-    if (chunks <= per_block) return go(register_kernel<T, RMS, VEC, BWD, LV, 1, 1>(), 1, 1, LV, 0);
+    if (chunks <= per_block) return go(register_kernel<T, RMS, VEC, BWD, OPT, LV, 1, 1>(), 1, 1, LV, 0);
     auto fit = [](auto c) {
-      return cluster_capacity<register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(c)::value>()>(kBlock, c);
+      return cluster_capacity<register_kernel<T, RMS, VEC, BWD, OPT, LV, 1, decltype(c)::value>()>(kBlock, c);
     };
     if (const int c = cluster_for((chunks + per_block - 1) / per_block, fit))
       return with_cluster_size(c, [&](auto size) {
-        return go(register_kernel<T, RMS, VEC, BWD, LV, 1, decltype(size)::value>(), c, 1, LV, fit(size));
+        return go(register_kernel<T, RMS, VEC, BWD, OPT, LV, 1, decltype(size)::value>(), c, 1, LV, fit(size));
       });
   }
-  if constexpr (BWD) return go(norm_backward_loop_kernel<T, RMS, VEC>, 0, 1, 0, 0);
-  else return go(norm_forward_loop_kernel<T, RMS, VEC>, 0, 1, 0, 0);
+  if constexpr (BWD) return go(norm_backward_loop_kernel<T, RMS, VEC, OPT>, 0, 1, 0, 0);
+  else return go(norm_forward_loop_kernel<T, RMS, VEC, OPT>, 0, 1, 0, 0);
 }
 
 // A cluster (or block) for each (512 / width) x kRows rows: the block
 // scheduler balances the SMs to within one block (a persistent grid left 3%
 // idle at 32768 rows).
-template <class T, bool RMS, int VEC>
+template <class T, bool RMS, int VEC, bool OPT>
 tc_status launch_forward(const norms::Forward& f) {
   using A = acc_t<T>;
   const FwdArgs<T> a{static_cast<const T*>(f.x), static_cast<const T*>(f.weight),
@@ -576,7 +584,7 @@ tc_status launch_forward(const norms::Forward& f) {
                      static_cast<A*>(f.rstd), f.rows, f.cols, A(f.eps),
                      static_cast<const T*>(f.residual), static_cast<T*>(f.sum), A(f.offset), f.casting};
   const int64_t chunks = f.cols / VEC;
-  return pick_kernel<T, RMS, VEC, false>(chunks, [&](auto kernel, int cluster, int rows, int vpt, int) -> tc_status {
+  return pick_kernel<T, RMS, VEC, false, OPT>(chunks, [&](auto kernel, int cluster, int rows, int vpt, int) -> tc_status {
     const int width = cluster == 1 ? width_for(chunks, vpt) : kBlock;
     const unsigned groups = grid_1d(f.rows, kBlock / width * rows, INT32_MAX / 16);
     if (cluster > 1)
@@ -586,7 +594,7 @@ tc_status launch_forward(const norms::Forward& f) {
   });
 }
 
-template <class T, bool RMS, int VEC>
+template <class T, bool RMS, int VEC, bool OPT>
 tc_status launch_backward(const norms::Backward& b) {
   using A = acc_t<T>;
   const int64_t chunks = b.cols / VEC;
@@ -614,7 +622,7 @@ tc_status launch_backward(const norms::Backward& b) {
     kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
     return check_launch(b.op);
   };
-  TC_RETURN_IF_ERROR((pick_kernel<T, RMS, VEC, true>(chunks, launch)));
+  TC_RETURN_IF_ERROR((pick_kernel<T, RMS, VEC, true, OPT>(chunks, launch)));
   if (!b.grad_weight && !b.grad_bias) return TC_OK;
   // 16 threads a column: at most 264 partial rows, but thousands of columns
   T* gw = static_cast<T*>(b.grad_weight);
@@ -632,19 +640,36 @@ bool vectorizable(int64_t cols, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-template <bool RMS>
+// Which kernels a family's file instantiates: layer_norm the plain ones (it
+// has no options), add_rms_norm those with options (OPT: they run any call),
+// rms_norm both, the plain ones for calls without options.
+enum NormKernels { kPlain, kOptions, kBoth };
+
+template <int KERNELS, class Run>
+tc_status with_options(bool options, Run run /* (std::bool_constant<OPT>) */) {
+  if constexpr (KERNELS == kPlain) return run(std::false_type{});
+  else if constexpr (KERNELS == kOptions) return run(std::true_type{});
+  else return options ? run(std::true_type{}) : run(std::false_type{});
+}
+
+template <bool RMS, int KERNELS>
 tc_status norm_forward_cuda(const norms::Forward& f) {
   TC_RETURN_IF_ERROR(norms::check(f));
   if (f.rows == 0) return TC_OK;
   return dispatch_cuda(f.dtype, f.op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
+    const bool options = f.add || f.offset != 0 || f.casting != TC_RMS_CAST_GEMMA;
+    auto launch = [&](auto vec) -> tc_status {
+      constexpr int V = decltype(vec)::value;
+      return with_options<KERNELS>(options, [&](auto opt) { return launch_forward<T, RMS, V, opt()>(f); });
+    };
     if (vectorizable<T>(f.cols, {f.x, f.y, f.weight, f.bias, f.residual, f.sum}))
-      return launch_forward<T, RMS, Vec<T>::size>(f);
-    return launch_forward<T, RMS, 1>(f);
+      return launch(std::integral_constant<int, Vec<T>::size>{});
+    return launch(std::integral_constant<int, 1>{});
   });
 }
 
-template <bool RMS>
+template <bool RMS, int KERNELS>
 tc_status norm_backward_cuda(const norms::Backward& b) {
   TC_RETURN_IF_ERROR(norms::check(b, RMS));
   if (b.cols == 0 || (!b.grad_x && !b.grad_weight && !b.grad_bias)) return TC_OK;
@@ -660,9 +685,14 @@ tc_status norm_backward_cuda(const norms::Backward& b) {
              "%s: workspace of %zu bytes needed, %zu given", b.op, need, b.workspace_bytes);
   return dispatch_cuda(b.dtype, b.op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
+    const bool options = b.grad_sum || b.offset != 0 || b.casting != TC_RMS_CAST_GEMMA;
+    auto launch = [&](auto vec) -> tc_status {
+      constexpr int V = decltype(vec)::value;
+      return with_options<KERNELS>(options, [&](auto opt) { return launch_backward<T, RMS, V, opt()>(b); });
+    };
     if (vectorizable<T>(b.cols, {b.grad_y, b.x, b.weight, b.grad_x, b.grad_sum}))
-      return launch_backward<T, RMS, Vec<T>::size>(b);
-    return launch_backward<T, RMS, 1>(b);
+      return launch(std::integral_constant<int, Vec<T>::size>{});
+    return launch(std::integral_constant<int, 1>{});
   });
 }
 

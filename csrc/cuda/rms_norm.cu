@@ -5,10 +5,10 @@
 
 tc_status tc_rms_norm_cuda(const tc_rms_norm_params* p) {
   TC_REQUIRE(p, "rms_norm: params is NULL");
-  return norm_forward_cuda<true>(norms::view(*p));
+  return norm_forward_cuda<true, kBoth>(norms::view(*p));
 }
 
 tc_status tc_rms_norm_backward_cuda(const tc_rms_norm_backward_params* p) {
   TC_REQUIRE(p, "rms_norm_backward: params is NULL");
-  return norm_backward_cuda<true>(norms::view(*p));
+  return norm_backward_cuda<true, kBoth>(norms::view(*p));
 }
