@@ -119,30 +119,33 @@ def _tolerance(dtype, bench):
     return bench.fp32_tol if dtype == torch.float32 else 2e-2
 
 
-def _runner(fn, inputs, mode, loss=False):
+def _runner(fn, inputs, mode, loss=False, grad=None):
     """A zero-argument callable for one mode, and its result for checking;
-    a loss's gradient is 1, other outputs' a fixed random tensor. inputs: the
-    args, tensors (the floating ones get gradients) and other values."""
+    a loss's gradient is 1, other outputs' a fixed random tensor each. inputs:
+    the args, tensors (the floating ones get gradients, or those whose
+    indices `grad` lists) and other values."""
     if mode == "fwd":
         def run():
             with torch.no_grad():
                 return fn(*inputs)
         return run
-    leaves = [t.detach().requires_grad_(t.is_floating_point()) if isinstance(t, torch.Tensor) else t
-              for t in inputs]
+    leaves = [t.detach().requires_grad_(t.is_floating_point() and (grad is None or i in grad))
+              if isinstance(t, torch.Tensor) else t for i, t in enumerate(inputs)]
     wrt = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
     # grad_out by shape, not randn_like: that follows the output's strides, so
     # two implementations whose outputs are laid out differently (SDPA's, a
     # transposed view here) would get different gradients
     def grad_out(out):
-        return torch.ones_like(out) if loss else torch.randn(out.shape, dtype=out.dtype, device=out.device)
+        return [torch.ones_like(o) if loss else torch.randn(o.shape, dtype=o.dtype, device=o.device)
+                for o in _as_list(out)]
 
     if mode == "bwd":
-        out = fn(*leaves)
+        out = _as_list(fn(*leaves))
         g = grad_out(out)
         return lambda: torch.autograd.grad(out, wrt, g, retain_graph=True)
-    g = grad_out(fn(*inputs).detach())
-    return lambda: torch.autograd.grad(fn(*leaves), wrt, g)
+    with torch.no_grad():
+        g = grad_out(fn(*inputs))
+    return lambda: torch.autograd.grad(_as_list(fn(*leaves)), wrt, g)
 
 
 def _as_list(out):
@@ -177,7 +180,7 @@ def run_case(info, mode, shape, dtype, device, timer, impls, peaks):
             continue
         torch.manual_seed(1)  # the same grad_out for every implementation
         try:
-            run = _runner(fn, inputs, mode, spec.loss)
+            run = _runner(fn, inputs, mode, spec.loss, spec.grad)
             out = _as_list(run())
         except (RuntimeError, ValueError) as e:
             if name in ("eager", "tinycuda"):
