@@ -190,3 +190,26 @@ def test_cuda_out_of_range_position_id_is_a_device_assert():
     assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
     assert "tinycuda::rope" in r.stderr + r.stdout, (r.stdout, r.stderr)
     assert "device-side assert" in r.stderr, r.stderr
+
+
+def test_capi_rope_in_place_and_errors():
+    """The C ABI door: rope and rope_ on NumPy arrays give the torch op's bits; bad ids and shapes are named."""
+    import numpy as np
+
+    from tinycuda import capi
+    q, k, cos, sin, ids = (t.numpy() for t in _rope_args((2, 5, 4, 2, 32), "cpu", torch.float32, "ids-BS"))
+    want = torch.ops.tinycuda.rope(*(torch.from_numpy(t) for t in (q, k, cos, sin, ids)), 1, True)
+    got = capi.rope(q, k, cos, sin, ids, 1, True)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w.numpy())
+    q2, k2 = q.copy(), k.copy()
+    assert all(a is b for a, b in zip(capi.rope_(q2, k2, cos, sin, ids, 1, True), (q2, k2)))
+    assert np.array_equal(q2, got[0]) and np.array_equal(k2, got[1])
+    bad = ids.copy()
+    bad[1, 3] = cos.shape[0]
+    with pytest.raises(capi.CapiError, match=r"tinycuda.capi.rope: .*position_ids\[1, 3\] = 8 is out of range \[0, 8\)"):
+        capi.rope(q, k, cos, sin, bad)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.rope: cos must have shape \(S, D\), \(1, S, D\) or \(B, S, D\)"):
+        capi.rope(q, k, cos[:4], sin[:4])
+    with pytest.raises(ValueError, match=r"tinycuda.capi.rope_backward: grad_q_out .* must share batch, seqlen"):
+        capi.rope_backward(q, k[:, :, :3].copy(), cos[:5], sin[:5])
