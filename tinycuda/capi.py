@@ -44,8 +44,9 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
-           "rms_norm", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
-           "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
+           "rms_norm", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
+           "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
+           "sum", "sum_backward"]
 
 
 class CapiError(RuntimeError):

@@ -994,10 +994,11 @@ def _liger(module, name, adapt=None, several=False):
     """Liger-Kernel's `name` from liger_kernel.<module> (a function, or an
     autograd Function), called with adapt(*args) (default: the args as they
     are); imported on first call, since Liger is optional. Only the loss of
-    (loss, z_loss) is kept, unless the op has `several` outputs (rope's q and k). Some Liger backwards write their gradients over
-    saved inputs (swiglu, geglu, cross-entropy): a timed case's inputs change
-    after the first, checked call, which changes no timing. Liger runs after
-    the other implementations."""
+    (loss, z_loss) is kept, unless the op has `several` outputs (rope's q and
+    k). Some Liger backwards write their gradients over saved inputs (swiglu,
+    geglu, cross-entropy), and its rope rotates q and k in place: a timed
+    case's inputs change after the first, checked call, which changes no
+    timing. Liger runs after the other implementations."""
     def run(*args):
         f = getattr(importlib.import_module(f"liger_kernel.{module}"), name)
         a = adapt(*args) if adapt else args
@@ -1123,10 +1124,11 @@ def _rope_ref(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, interleaved=Fa
 
 
 # (B, S, Hq, Hk, D): one token, odd lengths, D = 2 (the scalar path only), 12
-# (scalar in every dtype), 64, 96, 128 (16-byte vectors), GQA and MQA, empty dims
+# (scalar in every dtype), 64, 96, 128 (16-byte vectors), 1030 (more pairs than
+# a block has threads), GQA and MQA, empty dims
 ROPE_CASES = [(2, 5, 4, 2, 64), (1, 1, 2, 2, 128), (2, 7, 3, 1, 96), (1, 3, 2, 1, 2), (2, 3, 2, 1, 4),
-              (1, 1, 2, 2, 2), (3, 4, 1, 1, 12), (2, 9, 8, 8, 128), (0, 3, 2, 1, 8), (2, 0, 2, 1, 8),
-              (2, 3, 0, 1, 8), (2, 3, 2, 0, 8), (1, 3, 2, 1, 0)]
+              (1, 1, 2, 2, 2), (3, 4, 1, 1, 12), (2, 9, 8, 8, 128), (1, 2, 1, 2, 1030), (0, 3, 2, 1, 8),
+              (2, 0, 2, 1, 8), (2, 3, 0, 1, 8), (2, 3, 2, 0, 8), (1, 3, 2, 1, 0)]
 # cos and sin: [S, D], [1, S, D], [B, S, D]; or tables of P = S + 3 rows and position_ids [B, S], [1, S], [S]
 ROPE_TABLES = ("S", "1S", "BS", "ids-BS", "ids-1S", "ids-S")
 
