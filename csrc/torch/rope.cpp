@@ -55,7 +55,8 @@ Plan plan(const char* op, Arg q, Arg k, const at::Tensor& cos, const at::Tensor&
                       (ids.dim() == 2 && (ids.size(0) == 1 || ids.size(0) == B) && ids.size(1) == S);
   TC_CHECK(ids_ok, op, "position_ids must have shape [B, S], [1, S] or [S] = [%lld, %lld], got %s", (long long)B,
            (long long)S, shape_str(ids.sizes()).c_str());
-  const bool table_ok = (cos.dim() == 2 && cos.size(1) == D) || (cos.dim() == 3 && cos.size(0) == 1 && cos.size(2) == D);
+  const bool table_ok =
+      (cos.dim() == 2 && cos.size(1) == D) || (cos.dim() == 3 && cos.size(0) == 1 && cos.size(2) == D);
   TC_CHECK(table_ok, op, "with position_ids cos must be a table [P, D] or [1, P, D] (D = %lld), got %s", (long long)D,
            shape_str(cos.sizes()).c_str());
   p.pos = ids.contiguous();
