@@ -119,17 +119,18 @@ def _tolerance(dtype, bench):
     return bench.fp32_tol if dtype == torch.float32 else 2e-2
 
 
-def _runner(fn, inputs, mode, loss=False):
+def _runner(fn, inputs, mode, loss=False, grad=None):
     """A zero-argument callable for one mode, and its result for checking;
-    a loss's gradient is 1, other outputs' a fixed random tensor. inputs: the
-    args, tensors (the floating ones get gradients) and other values."""
+    a loss's gradient is 1, other outputs' a fixed random tensor each. inputs:
+    the args, tensors (the floating ones get gradients, or those whose
+    indices `grad` lists) and other values."""
     if mode == "fwd":
         def run():
             with torch.no_grad():
                 return fn(*inputs)
         return run
-    leaves = [t.detach().requires_grad_(t.is_floating_point()) if isinstance(t, torch.Tensor) else t
-              for t in inputs]
+    leaves = [t.detach().requires_grad_(t.is_floating_point() and (grad is None or i in grad))
+              if isinstance(t, torch.Tensor) else t for i, t in enumerate(inputs)]
     wrt = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
     # grad_out by shape, not randn_like: that follows the output's strides, so
     # two implementations whose outputs are laid out differently (SDPA's, a
@@ -180,7 +181,7 @@ def run_case(info, mode, shape, dtype, device, timer, impls, peaks):
             continue
         torch.manual_seed(1)  # the same grad_out for every implementation
         try:
-            run = _runner(fn, inputs, mode, spec.loss)
+            run = _runner(fn, inputs, mode, spec.loss, spec.grad)
             out = _as_list(run())
         except (RuntimeError, ValueError) as e:
             if name in ("eager", "tinycuda"):

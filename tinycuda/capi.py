@@ -45,8 +45,9 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
-           "rms_norm", "rms_norm_", "rms_norm_backward", "scale_bias_relu", "scale_bias_relu_backward", "softmax", "log_softmax",
-           "softmax_backward", "square", "square_backward", "sum", "sum_backward"]
+           "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
+           "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
+           "sum", "sum_backward"]
 
 
 class CapiError(RuntimeError):
@@ -959,3 +960,76 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
           **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv
+
+
+# ---------------------------------------------------------------------------
+# rope: q, k [B, H, S, D] (unsqueeze_dim=1) or [B, S, H, D] (unsqueeze_dim=2) arrays (C-contiguous)
+
+def _rope(op, named, cos, sin, position_ids, unsqueeze_dim, interleaved, outs, transpose, stream):
+    """The rotation of named's two arrays ({argument: array}, q's then k's) into outs ([(argument, given)] for
+    each, or None: in place); tinycuda.ops.rope's shape rules. Returns the two written arrays."""
+    (qn, q), (kn, k) = named.items()
+    v = _check(op, {qn: q, kn: k, "cos": cos, "sin": sin})
+    qv, kv, cv = v[qn], v[kn], v["cos"]
+    _same_shape(op, v, "cos", "sin")
+    if unsqueeze_dim not in (1, 2):
+        raise ValueError(f"tinycuda.capi.{op}: unsqueeze_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), "
+                         f"got {unsqueeze_dim!r}")
+    hd, sd = (1, 2) if unsqueeze_dim == 1 else (2, 1)
+    if len(qv.shape) != 4 or len(kv.shape) != 4:
+        raise ValueError(f"tinycuda.capi.{op}: {qn} and {kn} must be 4-D, got {qv.shape} and {kv.shape}")
+    b, s, d = qv.shape[0], qv.shape[sd], qv.shape[3]
+    if (kv.shape[0], kv.shape[sd], kv.shape[3]) != (b, s, d) or d % 2:
+        raise ValueError(f"tinycuda.capi.{op}: {qn} {qv.shape} and {kn} {kv.shape} must share batch, seqlen and "
+                         f"an even head_dim")
+    pv, rows, cs_stride_b, pos_stride_b = None, s, 0, 0
+    if position_ids is None:
+        if not (cv.shape == (s, d) or (len(cv.shape) == 3 and cv.shape[0] in (1, b) and cv.shape[1:] == (s, d))):
+            raise ValueError(f"tinycuda.capi.{op}: cos must have shape (S, D), (1, S, D) or (B, S, D) = "
+                             f"{(b, s, d)}, got {cv.shape}")
+        cs_stride_b = s * d if len(cv.shape) == 3 and cv.shape[0] > 1 else 0
+    else:
+        pv = _view(op, "position_ids", position_ids)
+        if pv.dtype != "int64" or pv.device != qv.device or not pv.contiguous or not (
+                pv.shape == (s,) or (len(pv.shape) == 2 and pv.shape[0] in (1, b) and pv.shape[1] == s)):
+            raise ValueError(f"tinycuda.capi.{op}: position_ids must be a C-contiguous int64 {qv.device} array of "
+                             f"shape (B, S), (1, S) or (S,) = {(b, s)}, got {pv.dtype} {pv.shape} on {pv.device}")
+        if not ((len(cv.shape) == 2 and cv.shape[1] == d) or (len(cv.shape) == 3 and cv.shape[0] == 1
+                                                               and cv.shape[2] == d)):
+            raise ValueError(f"tinycuda.capi.{op}: with position_ids cos must be a table (P, D) or (1, P, D), "
+                             f"D = {d}, got {cv.shape}")
+        rows, pos_stride_b = cv.shape[-2], s if len(pv.shape) == 2 and pv.shape[0] > 1 else 0
+    if outs is None:
+        (qo, qov), (ko, kov) = (q, qv), (k, kv)
+    else:
+        (qo, qov), (ko, kov) = (_array(op, name, given, like, like.shape) for (name, given), like in zip(outs, (qv, kv)))
+
+    def strides(a):  # (batch, head, token) of a C-contiguous 4-D array
+        st = [math.prod(a.shape[i + 1:]) for i in range(4)]
+        return [st[0], st[hd], st[sd]]
+
+    _call(op, qv, stream, entry="rope", batch=b, seqlen=s, heads_q=qv.shape[hd], heads_k=kv.shape[hd], head_dim=d,
+          q=qv, q_stride=strides(qv), k=kv, k_stride=strides(kv), q_out=qov, q_out_stride=strides(qv), k_out=kov,
+          k_out_stride=strides(kv), cos=cv, sin=v["sin"], cs_stride_b=cs_stride_b, table_rows=rows,
+          position_ids=pv, pos_stride_b=pos_stride_b, interleaved=int(bool(interleaved)), transpose=int(transpose))
+    return qo, ko
+
+
+def rope(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, interleaved=False, *, q_out=None, k_out=None,
+         stream=None):
+    """(q_out, k_out): q and k rotated by cos and sin, gathered by position_ids if given
+    (tinycuda.ops.rope's arguments and shapes); one kernel launch for both."""
+    return _rope("rope", {"q": q, "k": k}, cos, sin, position_ids, unsqueeze_dim, interleaved,
+                 [("q_out", q_out), ("k_out", k_out)], False, stream)
+
+
+def rope_backward(grad_q_out, grad_k_out, cos, sin, position_ids=None, unsqueeze_dim=1, interleaved=False, *,
+                  grad_q=None, grad_k=None, stream=None):
+    """(grad_q, grad_k) of rope: the transposed rotation of its outputs' gradients."""
+    return _rope("rope_backward", {"grad_q_out": grad_q_out, "grad_k_out": grad_k_out}, cos, sin, position_ids,
+                 unsqueeze_dim, interleaved, [("grad_q", grad_q), ("grad_k", grad_k)], True, stream)
+
+
+def rope_(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, interleaved=False, *, stream=None):
+    """rope written over q and k, returned."""
+    return _rope("rope_", {"q": q, "k": k}, cos, sin, position_ids, unsqueeze_dim, interleaved, None, False, stream)

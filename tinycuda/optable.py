@@ -82,6 +82,7 @@ class Bench:
     variant_modes: tuple = ("fwd",)
     fp32_tol: float = 1e-5
     ref: callable = None             # eager's function when not the entry's ref (attention: torch's SDPA)
+    grad: tuple = None               # the indices of make's args that get gradients; None: every floating tensor
 
 
 @dataclass
@@ -1128,19 +1129,20 @@ def _flce_flops(shape, mode, s):
     return "TFLOP/s", {"fwd": 2, "fwd+bwd": 6}[mode] * n * h * v
 
 
-def _liger(module, name, adapt=None):
+def _liger(module, name, adapt=None, several=False):
     """Liger-Kernel's `name` from liger_kernel.<module> (a function, or an
     autograd Function), called with adapt(*args) (default: the args as they
     are); imported on first call, since Liger is optional. Only the loss of
-    (loss, z_loss) is kept. Some Liger backwards write their gradients over
-    saved inputs (swiglu, geglu, cross-entropy): a timed case's inputs change
-    after the first, checked call, which changes no timing. Liger runs after
-    the other implementations."""
+    (loss, z_loss) is kept, unless the op has `several` outputs (rope's q and
+    k). Some Liger backwards write their gradients over saved inputs (swiglu,
+    geglu, cross-entropy), and its rope rotates q and k in place: a timed
+    case's inputs change after the first, checked call, which changes no
+    timing. Liger runs after the other implementations."""
     def run(*args):
         f = getattr(importlib.import_module(f"liger_kernel.{module}"), name)
         a = adapt(*args) if adapt else args
         out = f.apply(*a) if hasattr(f, "apply") else f(*a)
-        return out[0] if isinstance(out, tuple) else out
+        return out[0] if isinstance(out, tuple) and not several else out
     return run
 
 
@@ -1236,6 +1238,165 @@ def _sdpa_bshd(backend=None):
 def _flce_bench(sh, dt, dev):
     n, h, v = sh
     return [randn((n, h), dev, dt), randn((v, h), dev, dt, 1 / h**0.5), torch.randint(0, v, (n,), device=dev)]
+
+
+# ---------------------------------------------------------------------------
+# rope
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), -1)
+
+
+def _rotate_every_two(x):
+    return torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+
+
+def _rope_ref(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, interleaved=False):
+    """Hugging Face's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, cos and sin
+    gathered by position_ids first (as its older versions did) and unsqueezed at unsqueeze_dim."""
+    if position_ids is not None:
+        cos, sin = (t.reshape(t.shape[-2:])[position_ids] for t in (cos, sin))
+    cos, sin = ((t[None] if t.dim() == 2 else t).unsqueeze(unsqueeze_dim) for t in (cos, sin))
+    rot = _rotate_every_two if interleaved else _rotate_half
+    return q * cos + rot(q) * sin, k * cos + rot(k) * sin
+
+
+# (B, S, Hq, Hk, D): one token, odd lengths, D = 2 (the scalar path only), 12
+# (scalar in every dtype), 64, 96, 128 (16-byte vectors), 1030 (more pairs than
+# a block has threads), GQA and MQA, empty dims
+ROPE_CASES = [(2, 5, 4, 2, 64), (1, 1, 2, 2, 128), (2, 7, 3, 1, 96), (1, 3, 2, 1, 2), (2, 3, 2, 1, 4),
+              (1, 1, 2, 2, 2), (3, 4, 1, 1, 12), (2, 9, 8, 8, 128), (1, 2, 1, 2, 1030), (0, 3, 2, 1, 8),
+              (2, 0, 2, 1, 8), (2, 3, 0, 1, 8), (2, 3, 2, 0, 8), (1, 3, 2, 1, 0)]
+# cos and sin: [S, D], [1, S, D], [B, S, D]; or tables of P = S + 3 rows and position_ids [B, S], [1, S], [S]
+ROPE_TABLES = ("S", "1S", "BS", "ids-BS", "ids-1S", "ids-S")
+
+
+def _rope_args(shape, device, dtype, table="1S", unsqueeze_dim=1, layout="contig"):
+    """(q, k, cos, sin, position_ids) for (B, S, Hq, Hk, D); layout 'transposed': q and k are
+    views of tensors laid out with heads and tokens swapped (a projection viewed [B, S, H, D] and
+    transposed to [B, H, S, D], or the reverse), else a view of optable.view's."""
+    b, s, hq, hk, d = shape
+
+    def qk(h):
+        dims = (b, h, s, d) if unsqueeze_dim == 1 else (b, s, h, d)
+        if layout == "transposed":
+            return randn((dims[0], dims[2], dims[1], dims[3]), device, dtype).transpose(1, 2)
+        return view(randn(dims, device, dtype), layout)
+
+    ids = None
+    if table.startswith("ids"):
+        p = s + 3
+        lead = {"ids-BS": (b, s), "ids-1S": (1, s), "ids-S": (s,)}[table]
+        ids = torch.randint(0, p, lead, device=device)
+        cs = (p, d)
+    else:
+        cs = {"S": (s, d), "1S": (1, s, d), "BS": (b, s, d)}[table]
+    return qk(hq), qk(hk), randn(cs, device, dtype), randn(cs, device, dtype), ids
+
+
+def _rope_samples(device, dtype):
+    for n, shape in enumerate(ROPE_CASES):
+        for i, (ud, inter) in enumerate(itertools.product((1, 2), (False, True))):
+            table = ROPE_TABLES[(n + i) % len(ROPE_TABLES)]
+            q, k, cos, sin, ids = _rope_args(shape, device, dtype, table, ud)
+            yield Sample(f"{_shape_id(shape)}-{table}-dim{ud}-{'interleaved' if inter else 'half'}",
+                         (q, k, cos, sin, ids, ud, inter), grad=(0, 1))
+    # strided layouts: transposed views (read in place), a strided head dim (copied), one element off the
+    # 16-byte grid (the scalar path on CUDA), for q and k or cos and sin
+    for shape, ud, inter in (((2, 6, 4, 2, 64), 1, False), ((2, 5, 3, 1, 32), 2, True), ((1, 4, 2, 2, 128), 1, True)):
+        for layout in ("transposed", "strided", "offset"):
+            q, k, cos, sin, ids = _rope_args(shape, device, dtype, "ids-BS" if inter else "1S", ud, layout)
+            yield Sample(f"{_shape_id(shape)}-{layout}-dim{ud}-{'interleaved' if inter else 'half'}",
+                         (q, k, cos, sin, ids, ud, inter), grad=(0, 1), grad_out="contig" if layout == "transposed"
+                         else layout)
+        q, k, cos, sin, ids = _rope_args(shape, device, dtype, "BS", ud)
+        yield Sample(f"{_shape_id(shape)}-cos_offset-dim{ud}", (q, k, view(cos, "offset"), view(sin, "offset"), None,
+                                                                ud, inter), grad=(0, 1))
+    q, k, cos, sin, _ = _rope_args((2, 3, 2, 1, 8), device, dtype)
+    yield Sample("2x3x2x1x8-defaults", (q, k, cos, sin), grad=(0, 1))
+
+
+def _rope_inplace(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, interleaved=False):
+    """rope_ on copies of q and k, returned: the generic tests feed the same tensors to torch after ours."""
+    return ops.rope_(q.clone(), k.clone(), cos, sin, position_ids, unsqueeze_dim, interleaved)
+
+
+def _rope_inplace_samples(device, dtype):
+    """rope's samples without gradients, one in three (the layouts and paths are rope's)."""
+    for i, sample in enumerate(_rope_samples(device, dtype)):
+        if i % 3 == 0 or "offset" in sample.name or "transposed" in sample.name:
+            yield Sample(sample.name, sample.args, sample.kwargs, grad=())
+
+
+def _rope_errors():
+    f, bwd, meta = ops.rope, torch.ops.tinycuda.rope_backward, torch.empty(1, 2, 3, 5, device="meta")
+    q, k, cos = torch.randn(2, 2, 3, 4), torch.randn(2, 1, 3, 4), torch.randn(3, 4)
+    table = torch.randn(8, 4)
+    r = "tinycuda::rope"
+    return [
+        ErrorCase(rf"{r}: head_dim D \(the last dim of q\) must be even, got D = 5", f,
+                  (torch.randn(1, 2, 3, 5), torch.randn(1, 1, 3, 5), torch.randn(3, 5), torch.randn(3, 5))),
+        ErrorCase(rf"{r}: cos must have shape \[S, D\], \[1, S, D\] or \[B, S, D\] = \[2, 3, 4\], got \[4, 4\]", f,
+                  (q, k, torch.randn(4, 4), torch.randn(4, 4))),
+        ErrorCase(rf"{r}: cos must have shape .* got \[3, 3, 4\]", f,
+                  (q, k, torch.randn(3, 3, 4), torch.randn(3, 3, 4))),
+        ErrorCase(rf"{r}: sin has shape \[1, 3, 4\] but cos has shape \[3, 4\]", f, (q, k, cos, cos[None])),
+        ErrorCase(rf"{r}: cos has dtype Half but q has dtype Float", f, (q, k, cos.half(), cos.half())),
+        ErrorCase(rf"{r}: k has shape \[2, 1, 2, 4\] but q has shape \[2, 2, 3, 4\]", f,
+                  (q, torch.randn(2, 1, 2, 4), cos, cos)),
+        ErrorCase(rf"{r}: q must be 4-D \[B, S, H, D\] \(unsqueeze_dim=2\), got shape \[2, 3, 4\]", f,
+                  (q[0], k, cos, cos), {"unsqueeze_dim": 2}),
+        ErrorCase(rf"{r}: unsqueeze_dim must be 1 .* or 2 .*, got 3", f, (q, k, cos, cos), {"unsqueeze_dim": 3}),
+        ErrorCase(rf"{r}: position_ids\[1, 2\] = 8 is out of range \[0, 8\)", f,
+                  (q, k, table, table, torch.tensor([[0, 1, 2], [3, 4, 8]]))),
+        ErrorCase(rf"{r}: position_ids\[0\] = -1 is out of range \[0, 8\)", f,
+                  (q, k, table, table, torch.tensor([-1, 0, 0]))),
+        ErrorCase(rf"{r}: position_ids must be int64, got Int", f, (q, k, table, table, torch.tensor([0, 1, 2]).int())),
+        ErrorCase(rf"{r}: position_ids must have shape \[B, S\], \[1, S\] or \[S\] = \[2, 3\], got \[4\]", f,
+                  (q, k, table, table, torch.arange(4))),
+        ErrorCase(rf"{r}: with position_ids cos must be a table \[P, D\] or \[1, P, D\]", f,
+                  (q, k, table.expand(2, 8, 4), table.expand(2, 8, 4), torch.arange(3))),
+        ErrorCase(rf"{r}: cos and sin get no gradient", f, (q, k, cos.clone().requires_grad_(), cos)),
+        ErrorCase(rf"{r}_backward: grad_k_out has shape \[2, 1, 2, 4\] but grad_q_out has shape", bwd,
+                  (q, torch.randn(2, 1, 2, 4), cos, cos)),
+        ErrorCase(rf"{r}_: q or k requires grad", ops.rope_, (q.clone().requires_grad_(), k, cos, cos)),
+        ErrorCase(rf"{r}_: cos must have shape", ops.rope_, (q, k, torch.randn(4, 4), torch.randn(4, 4))),
+        # the fake kernels (torch.compile, meta tensors) check the same
+        ErrorCase(rf"{r}: head_dim D must be even, got D = 5", f,
+                  (meta, torch.empty(1, 1, 3, 5, device="meta"), torch.empty(3, 5, device="meta"),
+                   torch.empty(3, 5, device="meta"))),
+    ]
+
+
+def _rope_cuda_errors():
+    q = torch.randn(1, 2, 3, 4, device="cuda")
+    return [ErrorCase(r"tinycuda::rope: position_ids is on cpu but q is on cuda", ops.rope,
+                      (q, q, torch.randn(8, 4, device="cuda"), torch.randn(8, 4, device="cuda"), torch.arange(3)))]
+
+
+def _rope_bench(sh, dt, dev):
+    """q and k as Hugging Face's attention makes them: projections viewed [B, S, H, D] and
+    transposed to [B, H, S, D]; cos and sin [1, S, D], real angles (base 10000)."""
+    b, s, hq, hk, d = sh
+    q, k = (randn((b, s, h, d), dev, dt).transpose(1, 2) for h in (hq, hk))
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d)
+    emb = torch.outer(torch.arange(s, device=dev, dtype=torch.float32), inv_freq).repeat(1, 2)[None]
+    return [q, k, emb.cos().to(dt), emb.sin().to(dt)]
+
+
+def _rope_bytes(shape, mode, s):
+    """q and k read and written once, and one cos and sin row per token ([1, S, D]); the backward the same
+    with the gradients."""
+    b, sl, hq, hk, d = shape
+    n = (2 * b * sl * (hq + hk) * d + 2 * sl * d) * s
+    return "GB/s", {"fwd": n, "bwd": n, "fwd+bwd": 2 * n}[mode]
+
+
+# (B, S, Hq, Hk, D): LLaMA-3 8B (32 query heads, 8 key/value heads of 128), LLaMA-2 7B (32 and 32), LLaMA-3 70B
+ROPE_SHAPES = {"small": [(1, 2048, 32, 8, 128)], "large": [(4, 4096, 32, 8, 128)],
+               "all": [(1, 2048, 32, 8, 128), (4, 4096, 32, 8, 128), (4, 4096, 32, 32, 128), (2, 4096, 64, 8, 128)],
+               "cpu": [(1, 256, 8, 2, 64)]}
 
 
 # ---------------------------------------------------------------------------
@@ -1356,6 +1517,11 @@ OPS = [
                        variants={f"tinycuda[chunk={c}]": (lambda c: lambda h, w, t: ops.fused_linear_cross_entropy(
                            h, w, t, chunk_size=c))(c) for c in (512, 1024)},
                        variant_modes=("fwd+bwd",))),
+    # cos and sin get no gradient (Sample.grad = (0, 1)); rope_ (in place) on copies, rope's samples without grad
+    OpInfo("rope", ops.rope, _rope_ref, _rope_samples, errors=_rope_errors, cuda_errors=_rope_cuda_errors,
+           bench=Bench(ROPE_SHAPES, _rope_bench, _rope_bytes, grad=(0, 1),
+                       liger=_liger("transformers.rope", "liger_rotary_pos_emb", several=True))),
+    OpInfo("rope_", _rope_inplace, _rope_ref, _rope_inplace_samples, differentiable=False, gradcheck=False),
 ]
 
 BY_NAME = {info.name: info for info in OPS}

@@ -1,7 +1,8 @@
-"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm, AddRMSNorm, CrossEntropyLoss and MultiheadAttention
-subclass their torch.nn counterparts, so
+"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm, AddRMSNorm,
+CrossEntropyLoss and MultiheadAttention subclass their torch.nn counterparts, so
 constructor, initialization, state_dict keys and repr are torch's own; only
-forward runs tinycuda kernels."""
+forward runs tinycuda kernels. RotaryEmbedding follows Hugging Face's
+LlamaRotaryEmbedding (torch has none)."""
 import torch
 
 from .. import ops
@@ -171,5 +172,43 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         return (out if batched else out.squeeze(0 if self.batch_first else 1)), None
 
 
-__all__ = ["AddRMSNorm", "CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear", "MultiheadAttention",
-           "ReLU", "RMSNorm", "ScaleBiasReLU", "SwiGLU"]
+class RotaryEmbedding(torch.nn.Module):
+    """Rotary position embedding applied to q and k: forward(q, k, position_ids=None,
+    unsqueeze_dim=1) is tinycuda.rope(q, k, cos, sin, position_ids, unsqueeze_dim,
+    interleaved) on tables of max_position_embeddings rows built as Hugging Face's
+    LlamaRotaryEmbedding builds its cos and sin (in float32, then cast): inv_freq =
+    1 / base^(arange(0, D, 2) / D), freqs = outer(positions, inv_freq), emb =
+    cat(freqs, freqs) (repeat_interleave(2) when interleaved). position_ids None:
+    positions 0 .. S-1. The tables are non-persistent buffers, as HF's inv_freq:
+    the state_dict is empty; they follow .to(device / dtype), and forward casts
+    them to q's dtype."""
+
+    def __init__(self, head_dim, max_position_embeddings=2048, base=10000.0, interleaved=False, device=None,
+                 dtype=None):
+        super().__init__()
+        if head_dim <= 0 or head_dim % 2:
+            raise ValueError(f"tinycuda.nn.RotaryEmbedding: head_dim must be even and > 0, got {head_dim}")
+        self.head_dim, self.max_position_embeddings = head_dim, max_position_embeddings
+        self.base, self.interleaved = float(base), bool(interleaved)
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float()
+                                        / head_dim))
+        freqs = torch.outer(torch.arange(max_position_embeddings, device=device).float(), inv_freq)
+        emb = freqs.repeat_interleave(2, -1) if interleaved else torch.cat((freqs, freqs), -1)
+        dtype = dtype or torch.get_default_dtype()
+        self.register_buffer("cos_cached", emb.cos().to(dtype), persistent=False)
+        self.register_buffer("sin_cached", emb.sin().to(dtype), persistent=False)
+
+    def forward(self, q, k, position_ids=None, unsqueeze_dim=1):
+        cos, sin = self.cos_cached.to(q.dtype), self.sin_cached.to(q.dtype)
+        if position_ids is None:  # rows 0 .. S-1, S q's token dim
+            s = q.shape[2 if unsqueeze_dim == 1 else 1]
+            cos, sin = cos[:s], sin[:s]
+        return ops.rope(q, k, cos, sin, position_ids, unsqueeze_dim, self.interleaved)
+
+    def extra_repr(self):
+        return (f"{self.head_dim}, max_position_embeddings={self.max_position_embeddings}, base={self.base}, "
+                f"interleaved={self.interleaved}")
+
+
+__all__ = ["AddRMSNorm", "CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear",
+           "MultiheadAttention", "ReLU", "RMSNorm", "RotaryEmbedding", "ScaleBiasReLU", "SwiGLU"]
