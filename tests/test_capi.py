@@ -81,6 +81,8 @@ def _cases(x):
     for red in ("mean", "sum", "none"):
         cases.append(("cross_entropy", (logits, target, -100, red, 0.1), {"compute_grad": True}, (True,)))
     cases.append(("cross_entropy", (logits, target.clamp(min=0), 2), {}, ()))
+    for red, grad in (("mean", True), ("none", False)):  # softcap and z-loss, the z terms returned
+        cases.append(("cross_entropy", (logits, target, -100, red, 0.0, grad, 3.0, 1e-2, True), {}, ()))
     return cases
 
 
@@ -88,8 +90,9 @@ def _check_ops_bit_for_bit(device, dtype, shape):
     x = torch.randn(shape, dtype=dtype, device=device)
     for op, args, kwargs, tail in _cases(x):
         ref = getattr(T, op)(*args, *tail)
-        if op == "cross_entropy" and not kwargs:
-            ref = ref[0]  # without grad: the loss alone
+        if op == "cross_entropy":  # capi returns what was asked for: the loss, its gradient, the z terms
+            grad, z = kwargs.get("compute_grad", args[5:6] == (True,)), args[8:9] == (True,)
+            ref = (ref[0], ref[1] if grad else None, ref[2]) if z else ref[:2] if grad else ref[0]
         mask = args[-1] if isinstance(args[-1], list) and isinstance(args[-1][0], bool) else None
         if mask:  # output_mask: skipped gradients are None here, empty there
             ref = tuple(r if m else None for r, m in zip(ref, mask))
@@ -190,6 +193,28 @@ def test_fused_linear_cross_entropy_matches_the_torch_op(device, dtype, chunk_si
         # the torch op's own error is the yardstick (conftest's rule); float32:
         # the logits' accumulation over H, the gradients' over N
         assert_matches(o.to(device), t, r.to(device), grad=i > 0, rtol32=1e-5, atol32=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_fused_linear_cross_entropy_options_match_the_torch_op(device, dtype, reduction):
+    """softcap, z-loss with return_z_loss, and reduction='none' with its per-row grad_loss (row_scale):
+    the same kernels and chunks in both doors; the matmuls differ (the core's GEMM, torch's), so within
+    the torch op's own error against float64 (conftest's rule)."""
+    hidden, weight, target, b = _flce_inputs(37, 19, 23, dtype, device, True)
+    scale = torch.rand(37, dtype=dtype, device=device) if reduction == "none" else None
+    args = (hidden, weight, target, b, -100, reduction, 0.1, True, 8, None, 2.0, 1e-2, True, scale)
+    ours = capi.fused_linear_cross_entropy(*map(_to_capi, args))
+    torch_op = T.fused_linear_cross_entropy(*args)
+    ref = T.fused_linear_cross_entropy(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                                         else a for a in args])
+    assert len(ours) == 5
+    for i, (o, t, r) in enumerate(zip(ours, torch_op, ref)):
+        o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+        assert_matches(o.to(device), t, r.to(device), grad=i in (1, 2, 3), rtol32=1e-5, atol32=1e-5)
+    loss, z = capi.fused_linear_cross_entropy(*map(_to_capi, args[:7]), False, 8, None, 2.0, 1e-2, True)
+    _same(z, ours[4] if isinstance(ours[4], torch.Tensor) else torch.from_numpy(np.asarray(ours[4])))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=lambda d: str(d)[6:])
@@ -309,7 +334,8 @@ def test_bad_input_raises():
          lambda: capi.cross_entropy_backward(x, np.ones(6, np.float32))),
         (capi.CapiError, r"tinycuda.capi.fused_linear_cross_entropy: target 9 at row 3 is out of range \[0, 3\)",
          lambda: capi.fused_linear_cross_entropy(x, x[:3].copy(), np.array([0, 1, 2, 9]), chunk_size=1)),
-        (ValueError, r"tinycuda.capi.fused_linear_cross_entropy: reduction='none' has no gradient here",
+        (ValueError, r"tinycuda.capi.fused_linear_cross_entropy: reduction='none' makes its gradient from a "
+                     r"per-row grad_loss, which must be given as row_scale",
          lambda: capi.fused_linear_cross_entropy(x, x[:3].copy(), np.zeros(4, np.int64), reduction="none",
                                                  compute_grad=True)),
         (ValueError, r"tinycuda.capi.fused_linear_cross_entropy: hidden must be 2-D \(tokens, H\) and weight 2-D "

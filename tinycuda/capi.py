@@ -602,13 +602,13 @@ def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None,
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False,
                   softcap=0.0, lse_square_scale=0.0, return_z_loss=False, *, out=None, n_valid=None, row_loss=None,
-                  stream=None):
+                  z_out=None, stream=None):
     """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
     compute_grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
     then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
     the count of target's; row_loss ([N], _acc's dtype) for each row's loss. softcap and lse_square_scale
     (z-loss) as cross_entropy.h; return_z_loss: the z terms alone, reduced as the loss, after the others
-    ((loss, grad or None, z_loss)). A target outside [0, V) other than ignore_index: CapiError on
+    ((loss, grad or None, z_loss), into z_out if given). A target outside [0, V) other than ignore_index: CapiError on
     the CPU, a device-side assert on CUDA."""
     op = "cross_entropy"
     v = _check(op, {"logits": logits})["logits"]
@@ -622,7 +622,7 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     g, gv = _array(op, "compute_grad", compute_grad, v, v.shape) if compute_grad is not False else (None, None)
     nv = n_valid if n_valid is None else _array(op, "n_valid", n_valid, v, (), "int64")[1]
     rl = row_loss if row_loss is None else _array(op, "row_loss", row_loss, v, (rows,), _acc(v))[1]
-    z, zv = _array(op, "z_loss", None, v, lv.shape) if return_z_loss else (None, None)
+    z, zv = _array(op, "z_out", z_out, v, lv.shape) if return_z_loss else (None, None)
     _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
           label_smoothing=float(label_smoothing), softcap=float(softcap), lse_square_scale=float(lse_square_scale),
           logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv, row_loss=rl, z_loss=zv)
@@ -646,23 +646,28 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
 
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
-                               label_smoothing=0.0, compute_grad=False, chunk_size=0, accum_dtype=None):
+                               label_smoothing=0.0, compute_grad=False, chunk_size=0, accum_dtype=None, softcap=0.0,
+                               lse_square_scale=0.0, return_z_loss=False, row_scale=None):
     """cross_entropy(hidden @ weight.T + bias, target, ...) without the [N, V]
     logits: hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
     compute_grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
-    bias)) for grad_loss = 1, made in the forward; not for reduction='none'.
+    bias)) for grad_loss = 1, made in the forward; for reduction='none' the
+    per-row grad_loss must be given as row_scale [N]. softcap and
+    lse_square_scale as cross_entropy's; return_z_loss appends the z terms
+    (per row for 'none', else each chunk's share added up in float32).
 
     The torch op's algorithm over this module's calls, per chunk of chunk_size
     tokens (0: Liger's): linear into one [chunk, V] buffer; cross_entropy
     writing the gradient over it ('mean': scaled by the batch's count of valid
-    targets) and each row's loss in float32 (float64 for float64), summed at
+    targets; row_scale: then scaled per row by cross_entropy_backward) and each
+    row's loss in float32 (float64 for float64), summed at
     the end; linear_backward into grad_hidden's rows and into grad_weight (the
     chunks after the first through a [V, H] scratch, added in the weight's
     dtype, or with accum_dtype="float32" into a float32 array rounded once at
     the end) and grad_bias (added in float32). Those additions and casts are the
     array library's, on its current stream, where the kernels run too."""
     op = "fused_linear_cross_entropy"
-    v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias})
+    v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias, "row_scale": row_scale})
     h, w = v["hidden"], v["weight"]
     if len(h.shape) != 2 or len(w.shape) != 2 or w.shape[1] != h.shape[1] or w.shape[0] < 1:
         raise ValueError(f"tinycuda.capi.{op}: hidden must be 2-D (tokens, H) and weight 2-D (classes, H) with at "
@@ -672,9 +677,15 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({nc},) (weight's rows), got {v['bias'].shape}")
     t = _array(op, "target", target, h, (n,), "int64")[1]
     red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
-    if compute_grad and red == lib().TC_REDUCTION_NONE:
-        raise ValueError(f"tinycuda.capi.{op}: reduction='none' has no gradient here (grad_weight sums the rows "
-                         "in the forward, so a per-row grad_loss cannot be applied afterwards)")
+    none = red == lib().TC_REDUCTION_NONE
+    if compute_grad and none and row_scale is None:
+        raise ValueError(f"tinycuda.capi.{op}: reduction='none' makes its gradient from a per-row grad_loss, which "
+                         "must be given as row_scale")
+    if row_scale is not None:
+        if not (none and compute_grad):
+            raise ValueError(f"tinycuda.capi.{op}: row_scale is the per-row grad_loss of reduction='none' with "
+                             "compute_grad")
+        _array(op, "row_scale", row_scale, h, (n,))
     if not 0.0 <= label_smoothing <= 1.0 or chunk_size < 0:
         raise ValueError(f"tinycuda.capi.{op}: label_smoothing must be in [0, 1] and chunk_size >= 0 (0: "
                          f"automatic), got {label_smoothing} and {chunk_size}")
@@ -697,6 +708,11 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     if mean:  # in hidden's array type, whatever target's
         n_valid = _empty(op, h, (), "int64")
         n_valid[...] = (target != ignore_index).sum()
+    z_rows = _empty(op, h, (n,)) if return_z_loss and none else None
+    z_sum = None
+    if return_z_loss and not none:
+        z_sum = _empty(op, h, (), acc)
+        z_sum[...] = 0
     if compute_grad:
         # widen: grad_weight is the float32 accumulator until the end
         grad_hidden, grad_weight = _empty(op, h, h.shape), _empty(op, h, w.shape, accum if widen else None)
@@ -707,10 +723,16 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     for s in range(0, n, chunk):
         hc, logits = hidden[s:s + chunk], buffer[:min(chunk, n - s)]
         linear(hc, weight, bias, out=logits)
-        cross_entropy(logits, target[s:s + chunk], ignore_index, reduction, label_smoothing,
-                      compute_grad=logits if compute_grad else False, n_valid=n_valid, row_loss=row_loss[s:s + chunk])
+        z = cross_entropy(logits, target[s:s + chunk], ignore_index, reduction, label_smoothing,
+                          logits if compute_grad else False, softcap, lse_square_scale, return_z_loss,
+                          n_valid=n_valid, row_loss=row_loss[s:s + chunk],
+                          z_out=None if z_rows is None else z_rows[s:s + chunk])
+        if z_sum is not None:
+            z_sum += z[2]
         if not compute_grad:
             continue
+        if row_scale is not None:
+            cross_entropy_backward(logits, row_scale[s:s + chunk])
         if (s or widen) and grad_weight_c is None:
             grad_weight_c = _empty(op, h, w.shape)
         gb = linear_backward(logits, hc, weight, (True, True, bias is not None), grad_x=grad_hidden[s:s + chunk],
@@ -724,11 +746,12 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch
             loss = loss / _astype(n_valid, acc)
     loss = _astype(loss, h.dtype)
+    z = () if not return_z_loss else (z_rows if none else _astype(z_sum, h.dtype),)
     if not compute_grad:
-        return loss
+        return (loss, *z) if z else loss
     if widen:
         grad_weight = _astype(grad_weight, h.dtype)
-    return loss, grad_hidden, grad_weight, None if bias is None else _astype(grad_bias, h.dtype)
+    return loss, grad_hidden, grad_weight, None if bias is None else _astype(grad_bias, h.dtype), *z
 
 
 # ---------------------------------------------------------------------------
