@@ -33,6 +33,11 @@ def _to_capi(a):
     return a
 
 
+def _torch(a):
+    """A capi result as a tensor (NumPy arrays come back as NumPy)."""
+    return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.asarray(a))
+
+
 def _same(got, ref):
     """Bit for bit: same shape, dtype and bits (NaNs in the same places)."""
     if isinstance(ref, (tuple, list)):
@@ -40,7 +45,7 @@ def _same(got, ref):
         for g, r in zip(got, ref):
             _same(g, r)
         return
-    got = torch.from_numpy(np.asarray(got)) if isinstance(got, (np.ndarray, np.generic)) else got
+    got = _torch(got)
     assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, got.dtype, ref.shape, ref.dtype)
     exact = torch.allclose(got.cpu(), ref.cpu(), rtol=0, atol=0, equal_nan=True)  # NaNs in the same places too
     assert exact, (got.double() - ref.double()).abs().max()
@@ -189,7 +194,7 @@ def test_fused_linear_cross_entropy_matches_the_torch_op(device, dtype, chunk_si
     for i, (o, t, r) in enumerate(zip(ours, torch_op, ref)):
         if r is None:
             continue
-        o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+        o = _torch(o)
         # the torch op's own error is the yardstick (conftest's rule); float32:
         # the logits' accumulation over H, the gradients' over N
         assert_matches(o.to(device), t, r.to(device), grad=i > 0, rtol32=1e-5, atol32=1e-5)
@@ -211,10 +216,10 @@ def test_fused_linear_cross_entropy_options_match_the_torch_op(device, dtype, re
                                          else a for a in args])
     assert len(ours) == 5
     for i, (o, t, r) in enumerate(zip(ours, torch_op, ref)):
-        o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+        o = _torch(o)
         assert_matches(o.to(device), t, r.to(device), grad=i in (1, 2, 3), rtol32=1e-5, atol32=1e-5)
     loss, z = capi.fused_linear_cross_entropy(*map(_to_capi, args[:7]), False, 8, None, 2.0, 1e-2, True)
-    _same(z, ours[4] if isinstance(ours[4], torch.Tensor) else torch.from_numpy(np.asarray(ours[4])))
+    _same(z, _torch(ours[4]))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=lambda d: str(d)[6:])
@@ -230,7 +235,7 @@ def test_fused_linear_cross_entropy_accum_dtype_float32(device, dtype):
     ref = _flce_reference(*[t.double() for t in args[:2]], target, b.double(), "sum", 0.0)[2].to(device)
     same_dtype = _flce_reference(*args[:4], "sum", 0.0)[2]
     o, t = ours[2], torch_op[2]  # grad_weight
-    o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+    o = _torch(o)
     assert o.dtype == t.dtype == dtype
     assert_matches(o.to(device), same_dtype, ref, grad=True)
     assert_matches(t, same_dtype, ref, grad=True)

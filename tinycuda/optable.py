@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+import tinycuda.nn
 import tinycuda.ops as ops
 
 MODES = ("fwd", "bwd", "fwd+bwd")
@@ -1380,9 +1381,8 @@ def _rope_bench(sh, dt, dev):
     transposed to [B, H, S, D]; cos and sin [1, S, D], real angles (base 10000)."""
     b, s, hq, hk, d = sh
     q, k = (randn((b, s, h, d), dev, dt).transpose(1, 2) for h in (hq, hk))
-    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d)
-    emb = torch.outer(torch.arange(s, device=dev, dtype=torch.float32), inv_freq).repeat(1, 2)[None]
-    return [q, k, emb.cos().to(dt), emb.sin().to(dt)]
+    tables = tinycuda.nn.RotaryEmbedding(d, s, device=dev, dtype=dt)
+    return [q, k, tables.cos_cached[None], tables.sin_cached[None]]
 
 
 def _rope_bytes(shape, mode, s):
