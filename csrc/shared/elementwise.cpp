@@ -1,0 +1,55 @@
+// The elementwise family's op list: each unary op's torch schema (the one
+// place its name, arguments and defaults are written) and which value its
+// backward reads. Both doors build their functions from these.
+#include <string>
+
+#include "elementwise_check.h"
+#include "elementwise_math.h"
+
+namespace {
+const char* const kUnarySchemas[TC_UNARY_COUNT] = {
+    "sigmoid(Tensor x) -> Tensor",
+    "tanh(Tensor x) -> Tensor",
+    "silu(Tensor x) -> Tensor",
+    "mish(Tensor x) -> Tensor",
+    "leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor",
+    "elu(Tensor x, float alpha=1.0) -> Tensor",
+    "selu(Tensor x) -> Tensor",
+    "softplus(Tensor x, float beta=1.0, float threshold=20.0) -> Tensor",
+    "softsign(Tensor x) -> Tensor",
+    "hardsigmoid(Tensor x) -> Tensor",
+    "hardtanh(Tensor x, float min_val=-1.0, float max_val=1.0) -> Tensor",
+    "clamp(Tensor x, float? min=None, float? max=None) -> Tensor",
+    "exp(Tensor x) -> Tensor",
+    "log(Tensor x) -> Tensor",
+    "abs(Tensor x) -> Tensor",
+    "neg(Tensor x) -> Tensor",
+    "sqrt(Tensor x) -> Tensor",
+    "rsqrt(Tensor x) -> Tensor",
+};
+}  // namespace
+
+const char* tc_unary_schema(int op) { return op >= 0 && op < TC_UNARY_COUNT ? kUnarySchemas[op] : nullptr; }
+
+int tc_unary_backward_reads_output(int op) {
+  if (op < 0 || op >= TC_UNARY_COUNT) return -1;
+  int reads = -1;
+  dispatch_unary(op, [&](auto k) {
+    reads = UnaryMath<decltype(k)::value>::kReadsOutput;
+    return TC_OK;
+  });
+  return reads;
+}
+
+const char* unary_name(int op, bool backward) {
+  static const auto names = [] {  // [op][backward], cut from the schemas once
+    static std::string n[TC_UNARY_COUNT][2];
+    for (int i = 0; i < TC_UNARY_COUNT; ++i) {
+      const std::string s = kUnarySchemas[i];
+      n[i][0] = s.substr(0, s.find('('));
+      n[i][1] = n[i][0] + "_backward";
+    }
+    return n;
+  }();
+  return op >= 0 && op < TC_UNARY_COUNT ? names[op][backward].c_str() : "unary";
+}

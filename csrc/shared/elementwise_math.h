@@ -1,0 +1,183 @@
+// The unary ops of the elementwise family (tinycuda/elementwise.h), shared
+// by the CPU loop and the CUDA kernels: UnaryMath<OP>::f(x, a, b) is the
+// forward, ::df(g, s, a, b) the backward (g the incoming gradient, s the
+// saved x, or y where kReadsOutput), both in the accumulator type A (float;
+// double for double). a, b are the op's float arguments in schema order.
+// Written the way ATen writes them (UnaryOps, Activation*Kernel.cu), so they
+// agree with torch to rounding: expm1 in elu, log1p in softplus and mish.
+//
+// Comparisons, not std::min/max, pick the clamped value: on the device those
+// become fminf/fmaxf, which drop a NaN, and torch keeps it.
+#pragma once
+#include <cmath>
+#include <type_traits>
+
+#include "tinycuda/elementwise.h"
+#include "gelu_math.h"  // Silu
+#include "internal.h"
+
+template <int OP> struct UnaryMath;
+
+template <class A> TC_HD inline A sigmoid_of(A x) { return A(1) / (A(1) + std::exp(-x)); }
+
+template <> struct UnaryMath<TC_UNARY_SIGMOID> {
+  static constexpr bool kReadsOutput = true;
+  template <class A> TC_HD static A f(A x, A, A) { return sigmoid_of(x); }
+  template <class A> TC_HD static A df(A g, A y, A, A) { return g * y * (A(1) - y); }
+};
+
+template <> struct UnaryMath<TC_UNARY_TANH> {
+  static constexpr bool kReadsOutput = true;
+  template <class A> TC_HD static A f(A x, A, A) { return std::tanh(x); }
+  template <class A> TC_HD static A df(A g, A y, A, A) { return g * (A(1) - y * y); }
+};
+
+template <> struct UnaryMath<TC_UNARY_SILU> {
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return Silu::value(x); }
+  template <class A> TC_HD static A df(A g, A x, A, A) {
+    A f, d;
+    Silu::value_grad(x, f, d);
+    return g * d;
+  }
+};
+
+template <> struct UnaryMath<TC_UNARY_MISH> {  // x tanh(softplus(x)); exp(x) = inf gives t = 1
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return x * std::tanh(std::log1p(std::exp(x))); }
+  template <class A> TC_HD static A df(A g, A x, A, A) {
+    const A t = std::tanh(std::log1p(std::exp(x)));
+    return g * (t + x * sigmoid_of(x) * (A(1) - t * t));
+  }
+};
+
+template <> struct UnaryMath<TC_UNARY_LEAKY_RELU> {  // a: negative_slope
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A a, A) { return x > A(0) ? x : x * a; }
+  template <class A> TC_HD static A df(A g, A x, A a, A) { return x > A(0) ? g : g * a; }
+};
+
+// elu and selu: x > 0 ? s x : s a (e^x - 1), with s = 1 (elu) or selu's scale
+template <class A> TC_HD inline A elu_of(A x, A a, A s) { return x > A(0) ? s * x : s * a * std::expm1(x); }
+template <class A> TC_HD inline A elu_grad(A g, A x, A a, A s) { return x > A(0) ? g * s : g * s * a * std::exp(x); }
+
+template <> struct UnaryMath<TC_UNARY_ELU> {  // a: alpha
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A a, A) { return elu_of(x, a, A(1)); }
+  template <class A> TC_HD static A df(A g, A x, A a, A) { return elu_grad(g, x, a, A(1)); }
+};
+
+template <> struct UnaryMath<TC_UNARY_SELU> {  // torch's constants (Klambauer et al. 2017)
+  static constexpr bool kReadsOutput = false;
+  static constexpr double kAlpha = 1.6732632423543772848170429916717;
+  static constexpr double kScale = 1.0507009873554804934193349852946;
+  template <class A> TC_HD static A f(A x, A, A) { return elu_of(x, A(kAlpha), A(kScale)); }
+  template <class A> TC_HD static A df(A g, A x, A, A) { return elu_grad(g, x, A(kAlpha), A(kScale)); }
+};
+
+template <> struct UnaryMath<TC_UNARY_SOFTPLUS> {  // a: beta, b: threshold (linear above it)
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A a, A b) { return x * a > b ? x : std::log1p(std::exp(x * a)) / a; }
+  template <class A> TC_HD static A df(A g, A x, A a, A b) {
+    const A z = std::exp(x * a);
+    return x * a > b ? g : g * z / (z + A(1));
+  }
+};
+
+template <> struct UnaryMath<TC_UNARY_SOFTSIGN> {
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return x / (A(1) + std::abs(x)); }
+  template <class A> TC_HD static A df(A g, A x, A, A) {
+    const A d = A(1) + std::abs(x);
+    return g / (d * d);
+  }
+};
+
+// clamp to [lo, hi] keeping NaN; lo > hi gives hi, as torch's min(max(x, lo), hi)
+template <class A> TC_HD inline A clamp_of(A x, A lo, A hi) {
+  if (x != x) return x;
+  const A m = x < lo ? lo : x;
+  return m > hi ? hi : m;
+}
+
+template <> struct UnaryMath<TC_UNARY_HARDSIGMOID> {
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return clamp_of(x + A(3), A(0), A(6)) / A(6); }
+  template <class A> TC_HD static A df(A g, A x, A, A) { return x > A(-3) && x < A(3) ? g / A(6) : A(0); }
+};
+
+template <> struct UnaryMath<TC_UNARY_HARDTANH> {  // a: min_val, b: max_val; zero gradient at the bounds
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A a, A b) { return clamp_of(x, a, b); }
+  template <class A> TC_HD static A df(A g, A x, A a, A b) { return x <= a || x >= b ? A(0) : g; }
+};
+
+template <> struct UnaryMath<TC_UNARY_CLAMP> {  // a: min, b: max; gradient kept at the bounds
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A a, A b) { return clamp_of(x, a, b); }
+  template <class A> TC_HD static A df(A g, A x, A a, A b) { return x >= a && x <= b ? g : A(0); }
+};
+
+template <> struct UnaryMath<TC_UNARY_EXP> {
+  static constexpr bool kReadsOutput = true;
+  template <class A> TC_HD static A f(A x, A, A) { return std::exp(x); }
+  template <class A> TC_HD static A df(A g, A y, A, A) { return g * y; }
+};
+
+template <> struct UnaryMath<TC_UNARY_LOG> {
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return std::log(x); }
+  template <class A> TC_HD static A df(A g, A x, A, A) { return g / x; }
+};
+
+template <> struct UnaryMath<TC_UNARY_ABS> {  // gradient g sign(x): 0 at 0 and for NaN, as torch's sgn
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return std::abs(x); }
+  template <class A> TC_HD static A df(A g, A x, A, A) { return g * A(int(x > A(0)) - int(x < A(0))); }
+};
+
+template <> struct UnaryMath<TC_UNARY_NEG> {
+  static constexpr bool kReadsOutput = false;
+  template <class A> TC_HD static A f(A x, A, A) { return -x; }
+  template <class A> TC_HD static A df(A g, A, A, A) { return -g; }
+};
+
+template <> struct UnaryMath<TC_UNARY_SQRT> {
+  static constexpr bool kReadsOutput = true;
+  template <class A> TC_HD static A f(A x, A, A) { return std::sqrt(x); }
+  template <class A> TC_HD static A df(A g, A y, A, A) { return g / (A(2) * y); }
+};
+
+template <> struct UnaryMath<TC_UNARY_RSQRT> {
+  static constexpr bool kReadsOutput = true;
+  template <class A> TC_HD static A f(A x, A, A) { return A(1) / std::sqrt(x); }
+  template <class A> TC_HD static A df(A g, A y, A, A) { return A(-0.5) * g * y * y * y; }
+};
+
+// The functors the pointwise loops call, f(a, b) in the accumulator type A
+// (cpu/kit/pointwise.h, cuda/kit/pointwise.cuh): the forward ignores b. The
+// op's arguments are rounded to A, as torch rounds them to its opmath type.
+template <int OP> struct UnaryFn {
+  double a, b;
+  template <class A> TC_HD A operator()(A x, A) const { return UnaryMath<OP>::f(x, A(a), A(b)); }
+};
+template <int OP> struct UnaryGradFn {
+  double a, b;
+  template <class A> TC_HD A operator()(A g, A s) const { return UnaryMath<OP>::df(g, s, A(a), A(b)); }
+};
+
+// Calls f(std::integral_constant<int, OP>{}) for a runtime op; the caller has
+// checked that op < TC_UNARY_COUNT.
+template <class F> tc_status dispatch_unary(int op, F&& f) {
+  using std::integral_constant;
+  switch (op) {
+#define TC_UNARY_CASE(N) \
+  case N: return f(integral_constant<int, N>{});
+    TC_UNARY_CASE(0) TC_UNARY_CASE(1) TC_UNARY_CASE(2) TC_UNARY_CASE(3) TC_UNARY_CASE(4) TC_UNARY_CASE(5)
+    TC_UNARY_CASE(6) TC_UNARY_CASE(7) TC_UNARY_CASE(8) TC_UNARY_CASE(9) TC_UNARY_CASE(10) TC_UNARY_CASE(11)
+    TC_UNARY_CASE(12) TC_UNARY_CASE(13) TC_UNARY_CASE(14) TC_UNARY_CASE(15) TC_UNARY_CASE(16) TC_UNARY_CASE(17)
+#undef TC_UNARY_CASE
+  }
+  static_assert(TC_UNARY_COUNT == 18, "a new unary op needs its case above");
+  return tc_fail(TC_ERR_INTERNAL, "unary: op %d has no kernel", op);
+}
