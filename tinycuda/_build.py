@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CSRC = os.path.join(ROOT, "csrc")
 INCLUDE = os.path.join(CSRC, "include")        # the plain-C contracts: the public C ABI
 GENERATED = os.path.join(ROOT, "build", "gen")  # what the build derives from them
+SHIPPED_INCLUDE = os.path.join(ROOT, "tinycuda", "lib", "include")  # their copy beside libtinycuda (setup.py)
 
 # Portable default when no GPU is visible at build time. CUDA 13 supports
 # Turing (7.5) and newer; +PTX keeps future GPUs working through the driver JIT.
@@ -59,6 +60,29 @@ def declarations(include_dir=INCLUDE):
         text = re.sub(r"^[ \t]*#[^\n]*", "", text, flags=re.M)
         out.append(re.sub(r"\bTC_API\b", "", text))
     return "\n".join(out)
+
+
+def enum_names(enum, include_dir=INCLUDE):
+    """The constants of `typedef enum { ... } <enum>;` in value order (explicit
+    `= N` values, or one past the previous constant), read without a compiler:
+    what the torch door needs of an op list declared as an enum (tc_unary_op)."""
+    body = re.search(r"typedef\s+enum\s*\{([^}]*)\}\s*" + re.escape(enum) + r"\s*;", declarations(include_dir))
+    if body is None:
+        raise LookupError(f"enum {enum} is not declared in {include_dir}")
+    values, nxt = {}, 0
+    for name, value in re.findall(r"(\w+)\s*(?:=\s*(-?\d+))?\s*(?:,|$)", body.group(1).strip()):
+        values[name] = nxt = int(value) if value else nxt
+        nxt += 1
+    return sorted(values, key=values.get)
+
+
+def unary_ops(include_dir=None):
+    """The elementwise family's op names in tc_unary_op order ("sigmoid", ..., "rsqrt"):
+    its constants before TC_UNARY_COUNT, lowercased (TC_UNARY_LEAKY_RELU: "leaky_relu").
+    Read from include_dir, by default the source checkout's headers, else (an
+    installed wheel has no csrc/) the copy shipped beside libtinycuda."""
+    names = enum_names("tc_unary_op", include_dir or (INCLUDE if os.path.isdir(INCLUDE) else SHIPPED_INCLUDE))
+    return [n[len("TC_UNARY_"):].lower() for n in names[:names.index("TC_UNARY_COUNT")]]
 
 
 def cuda_entry_points(include_dir=INCLUDE):

@@ -13,9 +13,10 @@ backward, whose ``output_mask`` picks the gradients: the others are None).
 Importing this module does not import torch. CPU arrays: NumPy, or anything
 exposing DLPack on the CPU (torch tensors, for bfloat16); CUDA arrays: any
 object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
-All C-contiguous, of one dtype and device, which picks the CPU or the CUDA
-kernel (current device, on ``stream``, default: the array library's current
-one). Outputs are new arrays of the input's type, or passed in: ``out=``
+All C-contiguous (but the x of an elementwise-family forward, sigmoid ...
+rsqrt, read through its strides), of one dtype and device, which picks the
+CPU or the CUDA kernel (current device, on ``stream``, default: the array
+library's current one). Outputs are new arrays of the input's type, or passed in: ``out=``
 (``mean=``, ``rstd=``, ``mask=``) for a forward, ``grad_x=`` ... for a
 backward. Arguments are checked here; a non-zero status from the library
 raises CapiError with its message.
@@ -29,11 +30,18 @@ raises CapiError with its message.
 
 ``algo`` (linear, matmul, softmax) is the params struct's field: an int or the
 header's name ("TC_GEMM_TILED").
+
+The elementwise family's functions (capi.sigmoid ... capi.rsqrt and their
+backwards) are made from the core's op list: names from the header's
+tc_unary_op, arguments and defaults from the library's tc_unary_schema.
 """
+import ast
 import ctypes
 import functools
+import inspect
 import math
 import os
+import re
 
 import cffi
 import numpy as np
@@ -141,28 +149,32 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.p
 
 
 class _Array:
-    """What the C call needs from one array argument; `keep` holds it alive."""
+    """What the C call needs from one array argument; `keep` holds it alive.
+    strides: in elements (any sign, 0 for a broadcast dim), None where the
+    array's are not whole elements."""
 
-    def __init__(self, src, ptr, shape, dtype, device, contiguous, keep=None):
+    def __init__(self, src, ptr, shape, dtype, device, strides, keep=None):
         self.src, self.ptr, self.shape, self.dtype = src, ptr, tuple(shape), dtype
-        self.device, self.contiguous, self.keep = device, contiguous, keep
+        self.device, self.keep = device, keep
+        self.strides = None if strides is None else tuple(strides)
         self.size = math.prod(self.shape)
+        self.contiguous = self.size == 0 or self.strides is not None and all(
+            n == 1 or s == c for n, s, c in zip(self.shape, self.strides, _c_strides(self.shape)))
 
 
-def _c_contiguous(shape, strides, itemsize):
-    if 0 in shape:
-        return True
-    expected = itemsize
-    for n, s in zip(reversed(shape), reversed(strides)):
-        if n != 1 and s != expected:
-            return False
-        expected *= n
-    return True
+def _c_strides(shape):
+    """The element strides of a C-contiguous array of `shape`."""
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+
+def _elements(byte_strides, itemsize):
+    """Byte strides (NumPy's, __cuda_array_interface__'s) in elements; None if one is not a whole element."""
+    return None if any(s % itemsize for s in byte_strides) else [s // itemsize for s in byte_strides]
 
 
 def _view(op, name, obj):
     if isinstance(obj, np.ndarray):
-        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, "cpu", obj.flags.c_contiguous)
+        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, "cpu", _elements(obj.strides, obj.itemsize))
     cai = None
     if hasattr(obj, "__cuda_array_interface__"):
         try:
@@ -175,31 +187,32 @@ def _view(op, name, obj):
     if cai is not None:
         dtype = _CAI_DTYPES.get(cai["typestr"], cai["typestr"])
         itemsize = int(cai["typestr"][2:]) if cai["typestr"][2:].isdigit() else 1
-        strides = cai.get("strides")
-        contiguous = strides is None or _c_contiguous(cai["shape"], strides, itemsize)
-        return _Array(obj, cai["data"][0], cai["shape"], dtype, "cuda", contiguous)
+        strides = cai.get("strides")  # None: C-contiguous
+        strides = _c_strides(cai["shape"]) if strides is None else _elements(strides, itemsize)
+        return _Array(obj, cai["data"][0], cai["shape"], dtype, "cuda", strides)
     if hasattr(obj, "__dlpack__"):
         capsule = obj.__dlpack__()
         t = _dlpack.cast("DLTensor*", _capsule_pointer(capsule, b"dltensor"))
         shape = [t.shape[i] for i in range(t.ndim)]
         dtype = _DL_DTYPES.get((t.dtype.code, t.dtype.bits), f"dlpack({t.dtype.code},{t.dtype.bits})")
-        strides = [t.strides[i] for i in range(t.ndim)] if t.strides != _dlpack.NULL else None
-        contiguous = strides is None or _c_contiguous(shape, strides, 1)  # DLPack strides count elements
+        # DLPack's strides count elements; NULL: C-contiguous
+        strides = [t.strides[i] for i in range(t.ndim)] if t.strides != _dlpack.NULL else _c_strides(shape)
         device = {1: "cpu", 2: "cuda"}.get(t.device.device_type, f"dlpack-device-{t.device.device_type}")
         ptr = int(_dlpack.cast("uintptr_t", t.data)) + t.byte_offset
-        return _Array(obj, ptr, shape, dtype, device, contiguous, keep=capsule)
+        return _Array(obj, ptr, shape, dtype, device, strides, keep=capsule)
     raise TypeError(f"tinycuda.capi.{op}: {name} must be a NumPy array or a CUDA array "
                     f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
 
 
-def _check(op, named):
-    """Views of the arrays of named (None: left out): C-contiguous, of one supported dtype, on one device."""
+def _check(op, named, strided=()):
+    """Views of the arrays of named (None: left out): C-contiguous (but those named in `strided`, which the
+    kernel reads through their strides), of one supported dtype, on one device."""
     views = {name: _view(op, name, obj) for name, obj in named.items() if obj is not None}
     name0, a0 = next(iter(views.items()))
     for name, a in views.items():
         if a.dtype not in _dtypes():
             raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; expected one of {', '.join(_dtypes())}")
-        if not a.contiguous:
+        if not a.contiguous and name not in strided:
             raise ValueError(f"tinycuda.capi.{op}: {name} must be C-contiguous")
         if a.device != a0.device:
             raise ValueError(f"tinycuda.capi.{op}: {name} is a {a.device} array but {name0} is a {a0.device} array")
@@ -285,11 +298,12 @@ def _acc(v):
     return "float64" if v.dtype == "float64" else "float32"
 
 
-def _call(op, like, stream=None, entry=None, **fields):
+def _call(op, like, /, stream=None, entry=None, **fields):
     """Runs tc_<entry>_cpu or _cuda (entry: op by default) on like's device with
     its params struct filled from `fields` (an array view becomes a pointer,
     None NULL, a string the header's constant of that name), dtype and stream
-    from `like`, and on CUDA the workspace when tc_<entry>_workspace_size is declared."""
+    from `like`, and on CUDA the workspace when tc_<entry>_workspace_size is declared. op and like are
+    positional-only: a struct may have a field named op (tc_unary_params)."""
     fn, ptype, types, workspace_size = _entry(entry or op, "cuda" if like.device == "cuda" else "cpu")
     p = ffi.new(ptype)
     for name, value in fields.items():
@@ -316,7 +330,7 @@ def _call(op, like, stream=None, entry=None, **fields):
 # ---------------------------------------------------------------------------
 # ops of one shape: elementwise (relu, square, gelu, swiglu, geglu) and along a dim
 
-def _shaped(op, named, outs, stream, entry=None, dim=None, **fields):
+def _shaped(op, named, outs, /, stream, entry=None, dim=None, **fields):
     """Most ops: the arrays of named ({argument: (struct field, array)}) and the outputs of outs ({argument:
     (struct field, array or None)}) of one shape; the kernel takes n elements (dim None) or rows of cols along
     dim, moved last when it is not (a contiguous copy each way, as the torch layer). Returns the output(s)."""
@@ -399,6 +413,124 @@ def gelu_backward(grad_out, x, approximate="none", *, grad_x=None, stream=None):
     op = "gelu_backward"
     return _shaped(op, {"x": ("x", x), "grad_out": ("grad_y", grad_out)}, {"grad_x": ("grad_x", grad_x)}, stream,
                    approximate=_enum(op, "approximate", "TC_GELU_", approximate))
+
+
+# ---------------------------------------------------------------------------
+# the elementwise family: sigmoid ... rsqrt and their backwards, made from the core's op list
+
+# The op names, read from the header so that __all__ lists them without loading
+# libtinycuda (whose path lib() may yet be given); each op's functions are made
+# on first use (the module's __getattr__) from the library's tc_unary_schema.
+_UNARY = _build.unary_ops()
+__all__ += [f for name in _UNARY for f in (name, name + "_backward")]
+
+
+def __getattr__(name):
+    """capi.<op> and capi.<op>_backward of the elementwise family, made on first use."""
+    op = name.removesuffix("_backward")
+    if op not in _UNARY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    forward, backward = _unary_functions(op)
+    globals().update({op: forward, op + "_backward": backward})
+    return globals()[name]
+
+
+def _parse_schema(text):
+    """(name, [(type, argument, default or inspect.Parameter.empty)]) of a schema of tc_unary_schema,
+    "leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor"."""
+    name, args = re.fullmatch(r"(\w+)\((.*)\) -> Tensor", text).groups()
+    parsed = []
+    for arg in args.split(", "):
+        decl, _, default = arg.partition("=")
+        typ, argname = decl.split()
+        parsed.append((typ, argname, ast.literal_eval(default) if default else inspect.Parameter.empty))
+    return name, parsed
+
+
+def _unary_scalars(op, floats, given):
+    """The params' alpha and beta: the op's float arguments (floats: the schema's) in schema order, a bound
+    left out (None, "float?") -inf for the first and +inf for the second, at least one of them given."""
+    optional = [name for typ, name, _ in floats if typ.endswith("?")]
+    if optional and all(given[name] is None for name in optional):
+        raise ValueError(f"tinycuda.capi.{op}: at least one of {' and '.join(optional)} must be given")
+    values = []
+    for k, (_, name, _) in enumerate(floats):
+        v = given[name]
+        if v is None and name in optional:
+            values.append((-math.inf, math.inf)[k])
+            continue
+        try:
+            values.append(float(v))
+        except (TypeError, ValueError):
+            raise TypeError(f"tinycuda.capi.{op}: {name} must be a float{' or None' if name in optional else ''}, "
+                            f"got {v!r}") from None
+    return dict(zip(("alpha", "beta"), values))
+
+
+def _contiguous(a):
+    """A C-contiguous copy of the array of view `a` (a torch tensor, a CuPy or a NumPy array)."""
+    xp = _xp(a.src, a.device)
+    return a.src.contiguous() if xp.__name__ == "torch" else xp.ascontiguousarray(a.src)
+
+
+def _unary(op, index, x, scalars, out, stream):
+    v = _check(op, {"x": x}, strided=("x",))["x"]
+    y, yv = _array(op, "out", out, v, v.shape)
+    sizes, strides = v.shape, v.strides
+    if len(sizes) > 8 or strides is None:
+        # the params hold up to 8 dims of element strides: else x is read flat, from a contiguous copy if need be
+        v = v if v.contiguous else _check(op, {"x": _contiguous(v)})["x"]
+        sizes, strides = (v.size,), (1,)
+    _call(op, v, stream, "unary", op=index, ndim=len(sizes), sizes=list(sizes), x_strides=list(strides), x=v,
+          y=yv, **scalars)
+    return y
+
+
+def _unary_functions(name):
+    """(capi.<name>, capi.<name>_backward), with the schema's arguments and defaults."""
+    so = lib()
+    index = getattr(so, "TC_UNARY_" + name.upper())
+    schema_name, args = _parse_schema(_text(so.tc_unary_schema(index)))
+    if schema_name != name:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_UNARY_{name.upper()} names op "
+                           f"{schema_name!r}: the headers and the library disagree")
+    (_, xname, _), floats = args[0], args[1:]
+    saved = "y" if so.tc_unary_backward_reads_output(index) else "x"  # tinycuda/elementwise.h's names
+    P = inspect.Parameter
+    scalars = [P(n, P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d in floats]
+    keyword = [P("stream", P.KEYWORD_ONLY, default=None)]
+    forward_sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD), *scalars,
+                                     P("out", P.KEYWORD_ONLY, default=None), *keyword])
+    backward_sig = inspect.Signature([P("grad_out", P.POSITIONAL_OR_KEYWORD), P(saved, P.POSITIONAL_OR_KEYWORD),
+                                      *scalars, P("grad_x", P.KEYWORD_ONLY, default=None), *keyword])
+
+    def bind(op, sig, args, kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"tinycuda.capi.{op}: {e}") from None
+        bound.apply_defaults()
+        return bound.arguments
+
+    def forward(*args, **kwargs):
+        a = bind(name, forward_sig, args, kwargs)
+        return _unary(name, index, a[xname], _unary_scalars(name, floats, a), a["out"], a["stream"])
+
+    def backward(*args, **kwargs):
+        op = name + "_backward"
+        a = bind(op, backward_sig, args, kwargs)
+        return _shaped(op, {saved: ("saved", a[saved]), "grad_out": ("grad_y", a["grad_out"])},
+                       {"grad_x": ("grad_x", a["grad_x"])}, a["stream"], "unary_backward", op=index,
+                       **_unary_scalars(op, floats, a))
+
+    forward.__doc__ = (f"tinycuda.{name} through the C ABI, the core's schema {_text(so.tc_unary_schema(index))}: "
+                       f"x of any strides (negative or 0 too), read in place up to 8 dims; out C-contiguous.")
+    backward.__doc__ = (f"grad_out * {name}'(x), from {saved}, the forward's {'output' if saved == 'y' else 'input'}; "
+                        f"all C-contiguous.")
+    for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__signature__ = sig
+    return forward, backward
 
 
 def _glu(op, named, outs, approximate, stream):

@@ -319,6 +319,116 @@ def _swiglu_cuda_errors():
 
 
 # ---------------------------------------------------------------------------
+# the elementwise family: sigmoid ... rsqrt, one entry each (the op list itself is the core's)
+
+@dataclass
+class _Unary:
+    """What the table says of one op of the elementwise family: its torch
+    reference, the scale of its random inputs (wide enough to reach its kinks
+    and saturate its tails), positive inputs only (log, sqrt, rsqrt), keyword
+    variants (every non-default argument value the samples try; the first is
+    the bench's), its kinks, the points where its derivative jumps, and its
+    own bad inputs beyond the family's (() -> ErrorCases)."""
+    ref: callable
+    scale: float = 1.0
+    positive: bool = False
+    kwargs: tuple = ({},)
+    kinks: tuple = ()
+    errors: callable = list
+
+
+def _clamp_errors():
+    msg = "at least one of min and max must be given"
+    return [ErrorCase(rf"tinycuda::clamp: {msg}", ops.clamp, (torch.randn(3),)),
+            ErrorCase(rf"tinycuda::clamp: {msg}", ops.clamp, (torch.empty(3, device="meta"),)),
+            ErrorCase(rf"tinycuda::clamp_backward: {msg}", torch.ops.tinycuda.clamp_backward,
+                      (torch.randn(3), torch.randn(3)))]
+
+
+UNARY = {
+    "sigmoid": _Unary(torch.sigmoid, 4.0),
+    "tanh": _Unary(torch.tanh, 3.0),
+    "silu": _Unary(F.silu, 4.0),
+    "mish": _Unary(F.mish, 4.0),
+    "leaky_relu": _Unary(F.leaky_relu, kwargs=({}, {"negative_slope": 0.2}), kinks=(0.0,)),
+    "elu": _Unary(F.elu, 2.0, kwargs=({}, {"alpha": 0.5}), kinks=(0.0,)),
+    "selu": _Unary(F.selu, 2.0, kinks=(0.0,)),
+    # linear above threshold / beta: 20 by default, 2.5 with beta=2, threshold=5
+    "softplus": _Unary(F.softplus, 12.0, kwargs=({}, {"beta": 2.0, "threshold": 5.0}), kinks=(20.0, 2.5)),
+    "softsign": _Unary(F.softsign, 3.0),
+    "hardsigmoid": _Unary(F.hardsigmoid, 4.0, kinks=(-3.0, 3.0)),
+    "hardtanh": _Unary(F.hardtanh, 2.0, kwargs=({}, {"min_val": -0.5, "max_val": 2.0}), kinks=(-1.0, 1.0, -0.5, 2.0)),
+    "clamp": _Unary(torch.clamp, kwargs=({"min": -0.5, "max": 0.5}, {"min": -0.5}, {"max": 0.5}), kinks=(-0.5, 0.5),
+                    errors=_clamp_errors),
+    "exp": _Unary(torch.exp, 2.0),
+    "log": _Unary(torch.log, positive=True),
+    "abs": _Unary(torch.abs, kinks=(0.0,)),
+    "neg": _Unary(torch.neg),
+    "sqrt": _Unary(torch.sqrt, positive=True),
+    "rsqrt": _Unary(torch.rsqrt, positive=True),
+}
+
+
+def _unary_input(u, shape, device, dtype):
+    x = randn(shape, device, dtype, u.scale)
+    return x.abs() + 0.1 if u.positive else x
+
+
+def _unary_op_samples(name):
+    """The shapes and layouts of _unary, and views the strided kernels read in
+    place: a transpose, a permuted 3-D tensor, a broadcast (stride 0); and the
+    op's kinks with a neighbour on each side, where torch's one-sided
+    derivatives (hardtanh: 0 at its bounds; clamp: 1) must come out exactly."""
+    u = UNARY[name]
+
+    def samples(device, dtype):
+        for kw in u.kwargs:
+            tag = "".join(f"-{k}={v}" for k, v in kw.items())
+            for shape in ELEMENTWISE_SHAPES:
+                x = _unary_input(u, shape, device, dtype)
+                yield from _layouts(lambda lay: ((view(x, lay),), kw), f"{_shape_id(shape)}{tag}")
+            yield Sample(f"4097-offset{tag}", (view(_unary_input(u, 4097, device, dtype), "offset"),), kw,
+                         grad_out="offset")
+            yield Sample(f"33x5-transposed{tag}", (_unary_input(u, (33, 5), device, dtype).t(),), kw)
+            yield Sample(f"3x4x5-permuted{tag}", (_unary_input(u, (3, 4, 5), device, dtype).permute(2, 0, 1),), kw)
+            yield Sample(f"5x1-expanded{tag}", (_unary_input(u, (5, 1), device, dtype).expand(5, 33),), kw)
+            if u.kinks:
+                k = torch.tensor(u.kinks, device=device)
+                x = torch.stack((k - 0.25, k, k + 0.25), -1).to(dtype)
+                # strided: gradcheck takes contiguous samples only, and finite differences straddling a kink
+                # measure neither side
+                yield Sample(f"kinks{tag}", (view(x, "strided"),), kw, grad_out="strided")
+    return samples
+
+
+def _unary_op_errors(name):
+    u = UNARY[name]
+
+    def errors():
+        fn, bwd, kw = getattr(ops, name), getattr(torch.ops.tinycuda, name + "_backward"), u.kwargs[0]
+        saved = bwd.default._schema.arguments[1].name  # y or x: what the backward reads
+        meta = torch.empty(3, device="meta")
+        return [
+            ErrorCase(rf"tinycuda::{name}: x must be float32.*got Long", fn, (torch.arange(4),), kw),
+            ErrorCase(rf"tinycuda::{name}_backward: grad_out has shape \[3\] but {saved} has shape \[4\]", bwd,
+                      (torch.randn(3), torch.randn(4)), kw),
+            ErrorCase(rf"tinycuda::{name}_backward: {saved} has dtype Double but grad_out has dtype Float", bwd,
+                      (torch.randn(3), torch.randn(3, dtype=torch.float64)), kw),
+            # the fake kernels (torch.compile, meta tensors) check the same
+            ErrorCase(rf"tinycuda::{name}_backward: grad_out has shape \[3\] but {saved} has shape \[4\]", bwd,
+                      (meta, torch.empty(4, device="meta")), kw),
+            *u.errors(),
+        ]
+    return errors
+
+
+def _unary_op_bench(name):
+    """The op on its random inputs, with the keyword variant first listed (clamp: both bounds), positionally."""
+    u = UNARY[name]
+    return lambda sh, dt, dev: [_unary_input(u, sh, dev, dt), *u.kwargs[0].values()]
+
+
+# ---------------------------------------------------------------------------
 # scale_bias_relu, softmax, sum, linear
 
 SBR_SHAPES = [(0, 5), (1, 1), (7, 3), (33, 7), (1000, 33), (3, 4097), (2, 3, 129), (4, 0), (9,)]
@@ -1425,6 +1535,9 @@ OPS = [
     OpInfo("geglu", ops.geglu, _geglu_ref, _pair_samples(({}, {"approximate": "none"})), errors=_geglu_errors,
            # tanh form (geglu's default), as Liger's
            bench=Bench(GLU_SHAPES, _pair, _glu_bytes, liger=_liger("ops.geglu", "LigerGELUMulFunction"))),
+    # fwd reads x and writes y; bwd reads grad_y and the saved x or y, writes grad_x
+    *(OpInfo(name, getattr(ops, name), u.ref, _unary_op_samples(name), errors=_unary_op_errors(name),
+             bench=Bench(EW_SHAPES, _unary_op_bench(name), _elementwise_bytes(1, 2))) for name, u in UNARY.items()),
     # grad_bias sums over up to 1000 rows: fp32 atol follows sqrt(rows) * eps.
     OpInfo("scale_bias_relu", ops.scale_bias_relu, _scale_bias_relu_ref, _scale_bias_relu_samples, grad_atol=1e-4,
            racecheck=True, errors=_scale_bias_relu_errors,

@@ -1,8 +1,10 @@
-"""Drop-in modules. Linear, ReLU, GELU, LayerNorm, RMSNorm, AddRMSNorm,
-CrossEntropyLoss and MultiheadAttention subclass their torch.nn counterparts, so
-constructor, initialization, state_dict keys and repr are torch's own; only
-forward runs tinycuda kernels. RotaryEmbedding follows Hugging Face's
-LlamaRotaryEmbedding (torch has none)."""
+"""Drop-in modules. Linear, ReLU, GELU, the elementwise activations (Sigmoid,
+Tanh, SiLU, Mish, LeakyReLU, ELU, SELU, Softplus, Softsign, Hardsigmoid,
+Hardtanh), LayerNorm, RMSNorm, AddRMSNorm, CrossEntropyLoss and
+MultiheadAttention subclass their torch.nn counterparts, so constructor,
+initialization, state_dict keys and repr are torch's own; only forward runs
+tinycuda kernels. RotaryEmbedding follows Hugging Face's LlamaRotaryEmbedding
+(torch has none)."""
 import torch
 
 from .. import ops
@@ -56,6 +58,96 @@ class GELU(torch.nn.GELU):
 
     def forward(self, x):
         return ops.gelu(x, self.approximate)
+
+
+def _elementwise(module, fn, x, *args):
+    """fn(x, *args); with the module's `inplace` (torch's flag, where torch has
+    one) the result is written over x, which is returned, as torch.nn's."""
+    if not getattr(module, "inplace", False):
+        return fn(x, *args)
+    # tinycuda has no in-place kernels: computed out of place, then copied into
+    # x (torch's semantics, not its memory saving). The backward of these ops
+    # reads the saved input, which the copy overwrites (autograd would refuse
+    # it): while autograd records, the op reads a clone of x.
+    src = x.clone() if torch.is_grad_enabled() and x.requires_grad else x
+    return x.copy_(fn(src, *args))
+
+
+class Sigmoid(torch.nn.Sigmoid):
+    """torch.nn.Sigmoid on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.sigmoid, x)
+
+
+class Tanh(torch.nn.Tanh):
+    """torch.nn.Tanh on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.tanh, x)
+
+
+class SiLU(torch.nn.SiLU):
+    """torch.nn.SiLU(inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.silu, x)
+
+
+class Mish(torch.nn.Mish):
+    """torch.nn.Mish(inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.mish, x)
+
+
+class LeakyReLU(torch.nn.LeakyReLU):
+    """torch.nn.LeakyReLU(negative_slope=0.01, inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.leaky_relu, x, self.negative_slope)
+
+
+class ELU(torch.nn.ELU):
+    """torch.nn.ELU(alpha=1.0, inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.elu, x, self.alpha)
+
+
+class SELU(torch.nn.SELU):
+    """torch.nn.SELU(inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.selu, x)
+
+
+class Softplus(torch.nn.Softplus):
+    """torch.nn.Softplus(beta=1.0, threshold=20.0) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.softplus, x, self.beta, self.threshold)
+
+
+class Softsign(torch.nn.Softsign):
+    """torch.nn.Softsign on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.softsign, x)
+
+
+class Hardsigmoid(torch.nn.Hardsigmoid):
+    """torch.nn.Hardsigmoid(inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.hardsigmoid, x)
+
+
+class Hardtanh(torch.nn.Hardtanh):
+    """torch.nn.Hardtanh(min_val=-1.0, max_val=1.0, inplace=False) on tinycuda kernels."""
+
+    def forward(self, x):
+        return _elementwise(self, ops.hardtanh, x, self.min_val, self.max_val)
 
 
 class SwiGLU(torch.nn.Module):
@@ -210,5 +302,6 @@ class RotaryEmbedding(torch.nn.Module):
                 f"interleaved={self.interleaved}")
 
 
-__all__ = ["AddRMSNorm", "CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "GELU", "LayerNorm", "Linear",
-           "MultiheadAttention", "ReLU", "RMSNorm", "RotaryEmbedding", "ScaleBiasReLU", "SwiGLU"]
+__all__ = ["AddRMSNorm", "CrossEntropyLoss", "ELU", "FusedLinearCrossEntropyLoss", "GELU", "Hardsigmoid", "Hardtanh",
+           "LayerNorm", "LeakyReLU", "Linear", "Mish", "MultiheadAttention", "ReLU", "RMSNorm", "RotaryEmbedding",
+           "ScaleBiasReLU", "SELU", "Sigmoid", "SiLU", "Softplus", "Softsign", "SwiGLU", "Tanh"]

@@ -16,6 +16,9 @@ for _m in pkgutil.iter_modules(__path__):
     if _m.name.startswith("_"):
         continue
     _mod = importlib.import_module(f"{__name__}.{_m.name}")
+    # one namespace for every family: a second `exp` would silently replace the first
+    if _clash := set(_mod.__all__) & set(__all__):
+        raise ImportError(f"tinycuda.ops.{_m.name} exports {sorted(_clash)}, which another family exports already")
     for _name in _mod.__all__:
         globals()[_name] = getattr(_mod, _name)
     __all__ += _mod.__all__
