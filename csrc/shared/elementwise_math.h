@@ -57,9 +57,11 @@ template <> struct UnaryMath<TC_UNARY_LEAKY_RELU> {  // a: negative_slope
   template <class A> TC_HD static A df(A g, A x, A a, A) { return x > A(0) ? g : g * a; }
 };
 
-// elu and selu: x > 0 ? s x : s a (e^x - 1), with s = 1 (elu) or selu's scale
-template <class A> TC_HD inline A elu_of(A x, A a, A s) { return x > A(0) ? s * x : s * a * std::expm1(x); }
-template <class A> TC_HD inline A elu_grad(A g, A x, A a, A s) { return x > A(0) ? g * s : g * s * a * std::exp(x); }
+// elu and selu: x > 0 ? s x : s a (e^x - 1), with s = 1 (elu) or selu's scale.
+// The test is x <= 0 for the negative branch, as ATen's: a NaN x takes the
+// positive one, so its gradient is g s, not NaN.
+template <class A> TC_HD inline A elu_of(A x, A a, A s) { return x <= A(0) ? s * a * std::expm1(x) : s * x; }
+template <class A> TC_HD inline A elu_grad(A g, A x, A a, A s) { return x <= A(0) ? g * s * a * std::exp(x) : g * s; }
 
 template <> struct UnaryMath<TC_UNARY_ELU> {  // a: alpha
   static constexpr bool kReadsOutput = false;

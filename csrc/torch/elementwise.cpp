@@ -58,8 +58,8 @@ void scalars(const char* op, c10::ArrayRef<c10::IValue> args, double out[2]) {
     out[i] = args[i].toDouble();
     ++given;
   }
-  TC_CHECK(given > 0 || args.size() == 0 || !args[0].isNone(), op, "at least one of %s must be given",
-           "min and max");
+  // only clamp's arguments are optional: both missing is torch's error
+  TC_CHECK(given > 0 || args.size() == 0 || !args[0].isNone(), op, "at least one of min and max must be given");
 }
 
 at::Tensor forward(const char* op, const Unary& u, const at::Tensor& x0, const double s[2]) {
