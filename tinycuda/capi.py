@@ -733,17 +733,19 @@ def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None,
 # cross_entropy, fused_linear_cross_entropy
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False,
-                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, *, out=None, n_valid=None, row_loss=None,
-                  z_out=None, stream=None):
+                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, weight=None, *, out=None, n_valid=None,
+                  row_loss=None, z_out=None, target_weight_sum=None, row_z=None, stream=None):
     """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
     compute_grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
     then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
     the count of target's; row_loss ([N], _acc's dtype) for each row's loss. softcap and lse_square_scale
     (z-loss) as cross_entropy.h; return_z_loss: the z terms alone, reduced as the loss, after the others
-    ((loss, grad or None, z_loss), into z_out if given). A target outside [0, V) other than ignore_index: CapiError on
-    the CPU, a device-side assert on CUDA."""
+    ((loss, grad or None, z_loss), into z_out if given). weight: class weights [V] of logits' dtype ('mean' then
+    divides by W, the sum of weight[target] over rows not ignored; given as target_weight_sum (0-dim, _acc's dtype)
+    by chunked callers; row_z ([N], _acc's dtype) receives each row's z term). A target outside [0, V) other than
+    ignore_index: CapiError on the CPU, a device-side assert on CUDA."""
     op = "cross_entropy"
-    v = _check(op, {"logits": logits})["logits"]
+    v = _check(op, {"logits": logits, "weight": weight})["logits"]
     if len(v.shape) not in (1, 2) or v.shape[-1] < 1:
         raise ValueError(f"tinycuda.capi.{op}: logits must be 2-D (rows, classes) or 1-D (classes) with at least "
                          f"one class, got shape {v.shape}")
@@ -755,9 +757,14 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     nv = n_valid if n_valid is None else _array(op, "n_valid", n_valid, v, (), "int64")[1]
     rl = row_loss if row_loss is None else _array(op, "row_loss", row_loss, v, (rows,), _acc(v))[1]
     z, zv = _array(op, "z_out", z_out, v, lv.shape) if return_z_loss else (None, None)
+    wv = weight if weight is None else _array(op, "weight", weight, v, (cols,))[1]
+    tw = target_weight_sum if target_weight_sum is None else \
+        _array(op, "target_weight_sum", target_weight_sum, v, (), _acc(v))[1]
+    rz = row_z if row_z is None else _array(op, "row_z", row_z, v, (rows,), _acc(v))[1]
     _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
           label_smoothing=float(label_smoothing), softcap=float(softcap), lse_square_scale=float(lse_square_scale),
-          logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv, row_loss=rl, z_loss=zv)
+          logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv, row_loss=rl, z_loss=zv, weight=wv,
+          target_weight_sum=tw, row_z=rz)
     if return_z_loss:
         return loss, g, z
     return loss if compute_grad is False else (loss, g)
@@ -779,7 +786,7 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
                                label_smoothing=0.0, compute_grad=False, chunk_size=0, accum_dtype=None, softcap=0.0,
-                               lse_square_scale=0.0, return_z_loss=False, row_scale=None):
+                               lse_square_scale=0.0, return_z_loss=False, row_scale=None, ce_weight=None):
     """cross_entropy(hidden @ weight.T + bias, target, ...) without the [N, V]
     logits: hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
     compute_grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
@@ -787,6 +794,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     per-row grad_loss must be given as row_scale [N]. softcap and
     lse_square_scale as cross_entropy's; return_z_loss appends the z terms
     (per row for 'none', else each chunk's share added up in float32).
+    ce_weight: class weights [V] (cross_entropy's weight; 'mean' divides by
+    the batch's sum of ce_weight[target], given to every chunk, and with
+    z-loss the z terms apart by the count, as cross_entropy.h).
 
     The torch op's algorithm over this module's calls, per chunk of chunk_size
     tokens (0: Liger's): linear into one [chunk, V] buffer; cross_entropy
@@ -799,7 +809,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     the end) and grad_bias (added in float32). Those additions and casts are the
     array library's, on its current stream, where the kernels run too."""
     op = "fused_linear_cross_entropy"
-    v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias, "row_scale": row_scale})
+    v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias, "row_scale": row_scale, "ce_weight": ce_weight})
     h, w = v["hidden"], v["weight"]
     if len(h.shape) != 2 or len(w.shape) != 2 or w.shape[1] != h.shape[1] or w.shape[0] < 1:
         raise ValueError(f"tinycuda.capi.{op}: hidden must be 2-D (tokens, H) and weight 2-D (classes, H) with at "
@@ -808,6 +818,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     if bias is not None and v["bias"].shape != (nc,):
         raise ValueError(f"tinycuda.capi.{op}: bias must have shape ({nc},) (weight's rows), got {v['bias'].shape}")
     t = _array(op, "target", target, h, (n,), "int64")[1]
+    if ce_weight is not None:
+        _array(op, "ce_weight", ce_weight, h, (nc,))
     red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
     none = red == lib().TC_REDUCTION_NONE
     if compute_grad and none and row_scale is None:
@@ -840,6 +852,14 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     if mean:  # in hidden's array type, whatever target's
         n_valid = _empty(op, h, (), "int64")
         n_valid[...] = (target != ignore_index).sum()
+    w_valid = z_rows_w = None
+    if mean and ce_weight is not None:  # the batch's W (targets clipped for the gather: the core checks their range)
+        xp = _xp(hidden, h.device)
+        tt, cw = xp.asarray(target), _astype(xp.asarray(ce_weight), acc)
+        w_valid = _empty(op, h, (), acc)
+        w_valid[...] = (cw[tt.clip(0, nc - 1)] * (tt != ignore_index)).sum()
+        if lse_square_scale > 0:  # each row's z term apart: MEAN divides them by n_valid, not W
+            z_rows_w = _empty(op, h, (n,), acc)
     z_rows = _empty(op, h, (n,)) if return_z_loss and none else None
     z_sum = None
     if return_z_loss and not none:
@@ -857,8 +877,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         linear(hc, weight, bias, out=logits)
         z = cross_entropy(logits, target[s:s + chunk], ignore_index, reduction, label_smoothing,
                           logits if compute_grad else False, softcap, lse_square_scale, return_z_loss,
-                          n_valid=n_valid, row_loss=row_loss[s:s + chunk],
-                          z_out=None if z_rows is None else z_rows[s:s + chunk])
+                          ce_weight, n_valid=n_valid, row_loss=row_loss[s:s + chunk],
+                          z_out=None if z_rows is None else z_rows[s:s + chunk], target_weight_sum=w_valid,
+                          row_z=None if z_rows_w is None else z_rows_w[s:s + chunk])
         if z_sum is not None:
             z_sum += z[2]
         if not compute_grad:
@@ -876,7 +897,10 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     loss = row_loss if red == lib().TC_REDUCTION_NONE else sum(row_loss)
     if mean:
         with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch
-            loss = loss / _astype(n_valid, acc)
+            if z_rows_w is not None:
+                loss = sum(row_loss - z_rows_w) / w_valid + sum(z_rows_w) / _astype(n_valid, acc)
+            else:
+                loss = loss / (_astype(n_valid, acc) if w_valid is None else w_valid)
     loss = _astype(loss, h.dtype)
     z = () if not return_z_loss else (z_rows if none else _astype(z_sum, h.dtype),)
     if not compute_grad:

@@ -30,8 +30,20 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
   return dispatch_cpu(p->dtype, op, [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const T* w = static_cast<const T*>(p->weight);  // NULL: every class weighs 1
     const double n_valid = p->n_valid ? double(*p->n_valid) : double(count);
-    const double scale = p->reduction == TC_REDUCTION_MEAN ? 1.0 / n_valid : 1.0;
+    // with weights: Wsum (all classes) and W (the MEAN divisor of the weighted terms)
+    double wsum = 0, w_valid = 0;
+    if (w) {
+      for (int64_t c = 0; c < cols; ++c) wsum += double(to_acc(w[c]));
+      if (p->target_weight_sum)
+        w_valid = double(*static_cast<const A*>(p->target_weight_sum));
+      else
+        for (int64_t r = 0; r < rows; ++r)
+          if (p->target[r] != p->ignore_index) w_valid += double(to_acc(w[p->target[r]]));
+    }
+    const bool mean = p->reduction == TC_REDUCTION_MEAN;
+    const double scale = mean ? 1.0 / (w ? w_valid : n_valid) : 1.0, scale_z = mean ? 1.0 / n_valid : 1.0;
     const double eps = p->label_smoothing, smooth = eps / double(cols), cap = p->softcap;
     const double zs = p->lse_square_scale;
     double total = 0, total_z = 0;
@@ -45,34 +57,50 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
         if (g)
           for (int64_t c = 0; c < cols; ++c) g[c] = from_acc<T>(A(0));
       } else {
+        // sum_x: with weights and smoothing sum_c w_c x_c (a 0 weight times an
+        // infinite logit is NaN then, as torch's sum of w_c log p_c)
+        const bool wx = w && eps > 0;
         double m = -INFINITY, s = 0, sum_x = 0;
         for (int64_t c = 0; c < cols; ++c) {
           const double v = logit(c);
           online_add(m, s, v);
-          sum_x += v;
+          sum_x += wx ? double(to_acc(w[c])) * v : v;
         }
         online_finish(m, s);
         // read before the gradient loop: g may be x itself
-        loss = ce::row_loss(m, std::log(s), logit(t), sum_x, eps, cols);
+        const double wt = w ? double(to_acc(w[t])) : 1.0;
+        loss = w ? ce::row_loss_weighted(m, std::log(s), logit(t), sum_x, wt, wsum, eps, cols)
+                 : ce::row_loss(m, std::log(s), logit(t), sum_x, eps, cols);
         const double lse = m + std::log(s);
         if (zs > 0) z = zs * lse * lse;  // (0 * inf would be NaN)
-        loss += z;
-        if (g) {
+        if (g && !w) {
           const double inv_s = (zs > 0 ? 1.0 + 2.0 * zs * lse : 1.0) / s;
           for (int64_t c = 0; c < cols; ++c) {
             const double xc = logit(c), prob = std::exp(xc - m) * inv_s;
             g[c] = from_acc<T>(A((prob - (c == t ? 1.0 - eps : 0.0) - smooth) * scale * ce::cap_slope(xc, cap)));
           }
+        } else if (g) {
+          // p ((1-eps) w_t + eps/V Wsum) scale + p 2 zs lse scale_z - (1-eps) w_t scale [c == t] - eps/V w_c scale
+          const double inv_s = (((1.0 - eps) * wt + smooth * wsum) * scale + (zs > 0 ? 2.0 * zs * lse * scale_z : 0.0)) / s;
+          const double at_target = (1.0 - eps) * wt * scale, bias = smooth * scale;
+          for (int64_t c = 0; c < cols; ++c) {
+            const double xc = logit(c), prob = std::exp(xc - m) * inv_s;
+            const double gc = prob - (c == t ? at_target : 0.0) - (eps > 0 ? bias * double(to_acc(w[c])) : 0.0);
+            g[c] = from_acc<T>(A(gc * ce::cap_slope(xc, cap)));
+          }
         }
       }
+      const double row = loss + z;
       if (p->z_loss && p->reduction == TC_REDUCTION_NONE) static_cast<T*>(p->z_loss)[r] = from_acc<T>(A(z));
+      if (p->row_z) static_cast<A*>(p->row_z)[r] = A(z);
       total_z += z;
-      if (p->row_loss) static_cast<A*>(p->row_loss)[r] = A(loss);
-      if (p->loss && p->reduction == TC_REDUCTION_NONE) static_cast<T*>(p->loss)[r] = from_acc<T>(A(loss));
-      total += loss;
+      if (p->row_loss) static_cast<A*>(p->row_loss)[r] = A(row);
+      if (p->loss && p->reduction == TC_REDUCTION_NONE) static_cast<T*>(p->loss)[r] = from_acc<T>(A(row));
+      total += w ? loss : row;  // with weights the z terms apart (MEAN divides them by n_valid)
     }
-    const double div = p->reduction == TC_REDUCTION_MEAN ? n_valid : 1.0;
-    if (p->loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->loss) = from_acc<T>(A(total / div));
+    const double div = mean ? n_valid : 1.0;
+    const double reduced = !w ? total / div : mean ? total / w_valid + (zs > 0 ? total_z / n_valid : 0.0) : total + total_z;
+    if (p->loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->loss) = from_acc<T>(A(reduced));
     if (p->z_loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->z_loss) = from_acc<T>(A(total_z / div));
     return TC_OK;
   });

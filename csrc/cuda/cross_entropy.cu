@@ -29,6 +29,13 @@
 // L2 miss in pass 2 costs a DRAM read, down to ~2.0 TB/s if all missed.
 // Without the gradient (no_grad): N V s bytes, one pass.
 //
+// Class weights are a template flag (WEIGHTED), so the unweighted kernels are
+// the code above unchanged. The weighted kernels read w[t] once per row and,
+// with label smoothing, w[c] beside each logit (scalar loads: the weights are
+// small and stay in L1/L2): pass 1 sums w_c x_c in place of x_c, pass 2 takes
+// eps/V w_c scale off each element. W (MEAN's divisor) and Wsum = sum_c w_c
+// come from a one-block pre-pass (with n_valid), in a fixed order.
+//
 // A target outside [0, V) other than ignore_index stops the kernel with a
 // device-side assert (TC_DEVICE_REQUIRE), as torch's kernel does, before it is
 // dereferenced: no silent NaN loss. The CPU path raises, naming the row.
@@ -73,6 +80,25 @@ __device__ __forceinline__ void accumulate(const A (&v)[N], A& m, A& s, A& sum_x
   }
   if (vmax > m) {
     s *= exp_shift(m - vmax);  // m = -inf: s = 0 * 0
+    m = vmax;
+  }
+  if (m != A(-INFINITY)) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += exp_shift(v[j] - m);
+  }
+}
+
+// The same, summing sv (w_c x_c with class weights) in place of v.
+template <int N, class A>
+__device__ __forceinline__ void accumulate(const A (&v)[N], const A (&sv)[N], A& m, A& s, A& sum_x) {
+  A vmax = v[0];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    vmax = fmax(vmax, v[j]);
+    sum_x += sv[j];
+  }
+  if (vmax > m) {
+    s *= exp_shift(m - vmax);
     m = vmax;
   }
   if (m != A(-INFINITY)) {
@@ -215,18 +241,31 @@ __device__ __forceinline__ A cap_slope(A xc, A cap) {
 // the row to a 16-byte boundary (rows of odd length, e.g. V = 50257, start
 // anywhere), so every row gets vector loads. grad and logits share the
 // alignment (checked by the launcher; VEC = 1 otherwise).
-template <class T, int WIDTH, int VEC, bool CAP>
+// WEIGHTED: class weights (weight [cols]; w_div: MEAN's W, NULL: scale 1;
+// wsum: sum_c w_c), n_valid then only divides the z terms.
+template <class T, int WIDTH, int VEC, bool CAP, bool WEIGHTED>
 __global__ void __launch_bounds__(WIDTH < 256 ? 256 : WIDTH)
 ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, int64_t rows,
                   int cols, int64_t ignore_index, acc_t<T> eps, acc_t<T> cap, acc_t<T> zs,
                   const int64_t* __restrict__ n_valid, acc_t<T>* __restrict__ row_loss,
-                  T* __restrict__ loss_rows, acc_t<T>* __restrict__ row_z, T* __restrict__ z_rows) {
+                  T* __restrict__ loss_rows, acc_t<T>* __restrict__ row_z, T* __restrict__ z_rows,
+                  const T* __restrict__ weight, const acc_t<T>* __restrict__ w_div,
+                  const acc_t<T>* __restrict__ wsum_p) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
   __shared__ RowStats<A> scratch[32];
   const int lane = threadIdx.x % WIDTH;
-  const A scale = n_valid ? A(1) / A(*n_valid) : A(1);
+  A scale, scale_z = A(1), wsum = A(0);
+  if constexpr (WEIGHTED) {
+    scale = w_div ? A(1) / *w_div : A(1);
+    scale_z = n_valid ? A(1) / A(*n_valid) : A(1);
+    wsum = *wsum_p;
+  } else {
+    scale = n_valid ? A(1) / A(*n_valid) : A(1);
+  }
   const A one_minus_eps = A(1) - eps, smooth = eps / A(cols);
+  auto w_at = [&](int c) { return WEIGHTED ? A(to_acc(weight[c])) : A(1); };
+  const bool wx = WEIGHTED && eps > A(0);  // pass 1 sums w_c x_c
   // Uniform across the block when WIDTH >= 256 (merge_row has barriers).
   for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / WIDTH; r < rows;
        r += int64_t(gridDim.x) * kRowsPerBlock) {
@@ -259,8 +298,19 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       // pass 1: statistics
       A m = -INFINITY, s = 0, sum_x = 0;
       const A xt = capped<CAP>(A(to_acc(x[t])), cap);  // before merge_row's barrier: g may be x
-      if (lane < head) accumulate<1>({capped<CAP>(A(to_acc(x[lane])), cap)}, m, s, sum_x);
-      if (lane < cols - tail) accumulate<1>({capped<CAP>(A(to_acc(x[tail + lane])), cap)}, m, s, sum_x);
+      if constexpr (WEIGHTED) {
+        if (lane < head) {
+          const A v = capped<CAP>(A(to_acc(x[lane])), cap);
+          accumulate<1>({v}, {wx ? w_at(lane) * v : v}, m, s, sum_x);
+        }
+        if (lane < cols - tail) {
+          const A v = capped<CAP>(A(to_acc(x[tail + lane])), cap);
+          accumulate<1>({v}, {wx ? w_at(tail + lane) * v : v}, m, s, sum_x);
+        }
+      } else {
+        if (lane < head) accumulate<1>({capped<CAP>(A(to_acc(x[lane])), cap)}, m, s, sum_x);
+        if (lane < cols - tail) accumulate<1>({capped<CAP>(A(to_acc(x[tail + lane])), cap)}, m, s, sum_x);
+      }
       for (int i = lane; i < nvec; i += WIDTH * kUnroll) {
         Chunk<T, VEC> v[kUnroll];
 #pragma unroll
@@ -275,13 +325,25 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
 #pragma unroll
             for (int j = 0; j < VEC; ++j) a[j] = capped<CAP>(a[j], cap);
           }
-          accumulate<VEC>(a, m, s, sum_x);
+          if constexpr (WEIGHTED) {
+            const int c0 = head + (i + u * WIDTH) * VEC;
+            A wa[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) wa[j] = wx ? w_at(c0 + j) * a[j] : a[j];
+            accumulate<VEC>(a, wa, m, s, sum_x);
+          } else {
+            accumulate<VEC>(a, m, s, sum_x);
+          }
         }
       }
       merge_row<WIDTH>(m, s, sum_x, scratch);
       online_finish(m, s);
       if (sum_x != sum_x) s = A(NAN);
-      loss = ce::row_loss(m, A(::log(s)), xt, sum_x, eps, cols);
+      const A wt = w_at(t);
+      if constexpr (WEIGHTED)
+        loss = ce::row_loss_weighted(m, A(::log(s)), xt, sum_x, wt, wsum, eps, cols);
+      else
+        loss = ce::row_loss(m, A(::log(s)), xt, sum_x, eps, cols);
       const A lse = m + A(::log(s));
       if (zs > A(0)) z = zs * lse * lse;  // (0 * inf would be NaN)
       loss += z;
@@ -289,12 +351,27 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       // pass 2: the gradient, groups of WIDTH * kUnroll2 vectors, last first:
       // g = p * (scale / s) - scale * eps / V, and - scale * (1 - eps) at t
       // (z-loss: p times 1 + 2 zs lse; softcap: all times 1 - tanh^2).
+      // Weighted: p (((1-eps) w_t + eps/V Wsum) scale + 2 zs lse scale_z) - (1-eps) w_t scale at t
+      // - eps/V scale w_c (cross_entropy.h).
       if (g) {
-        const A p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * scale / s, bias = -smooth * scale,
-                at_target = one_minus_eps * scale;
+        A p_scale, bias, at_target;
+        if constexpr (WEIGHTED) {
+          p_scale = ((one_minus_eps * wt + smooth * wsum) * scale + (zs > A(0) ? A(2) * zs * lse * scale_z : A(0))) / s;
+          bias = -smooth * scale;
+          at_target = one_minus_eps * wt * scale;
+        } else {
+          p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * scale / s, bias = -smooth * scale,
+          at_target = one_minus_eps * scale;
+        }
         auto grad_of = [&](A x0, int c) {
           const A xc = capped<CAP>(x0, cap);
-          return (exp_shift(xc - m) * p_scale + bias - (c == t ? at_target : A(0))) * cap_slope<CAP>(xc, cap);
+          if constexpr (WEIGHTED) {
+            A gc = exp_shift(xc - m) * p_scale - (c == t ? at_target : A(0));
+            if (wx) gc += bias * w_at(c);
+            return gc * cap_slope<CAP>(xc, cap);
+          } else {
+            return (exp_shift(xc - m) * p_scale + bias - (c == t ? at_target : A(0))) * cap_slope<CAP>(xc, cap);
+          }
         };
         constexpr int kStep = WIDTH * kUnroll2;
         for (int base = (nvec + kStep - 1) / kStep * kStep - kStep; base >= 0; base -= kStep) {
@@ -309,7 +386,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
             const int c0 = head + (i + u * WIDTH) * VEC;
             A a[VEC];
             v[u].unpack(a);
-            if constexpr (CAP) {
+            if constexpr (CAP || WEIGHTED) {
 #pragma unroll
               for (int j = 0; j < VEC; ++j) a[j] = grad_of(a[j], c0 + j);
             } else {
@@ -346,6 +423,58 @@ ce_count_kernel(const int64_t* __restrict__ target, int64_t rows, int64_t ignore
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) n += target[r] != ignore_index;
   n = block_reduce(n, Sum{}, 0ll, scratch, blockDim.x / 32);
   if (threadIdx.x == 0) *n_valid = n;
+}
+
+// With class weights: n_valid (when asked), W = sum of w[t] over the rows not
+// ignored (when asked) and Wsum = sum_c w_c, one block in a fixed order. A
+// target out of range stops here first (the forward kernel would too).
+template <class T>
+__global__ void __launch_bounds__(1024)
+ce_weighted_stats_kernel(const int64_t* __restrict__ target, int64_t rows, int64_t ignore_index,
+                         const T* __restrict__ weight, int64_t cols, int64_t* __restrict__ n_valid,
+                         acc_t<T>* __restrict__ w_valid, acc_t<T>* __restrict__ wsum) {
+  using A = acc_t<T>;
+  __shared__ long long scratch_n[32];
+  __shared__ A scratch_w[32], scratch_s[32];
+  long long n = 0;
+  A wv = 0, ws = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t t = target[r];
+    if (t == ignore_index) continue;
+    TC_DEVICE_REQUIRE(t >= 0 && t < cols,
+                      "tinycuda::cross_entropy: a target is out of range [0, classes) and not ignore_index");
+    ++n;
+    wv += to_acc(weight[t]);
+  }
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ws += to_acc(weight[c]);
+  n = block_reduce(n, Sum{}, 0ll, scratch_n, blockDim.x / 32);
+  wv = block_reduce(wv, Sum{}, A(0), scratch_w, blockDim.x / 32);
+  ws = block_reduce(ws, Sum{}, A(0), scratch_s, blockDim.x / 32);
+  if (threadIdx.x == 0) {
+    if (n_valid) *n_valid = n;
+    if (w_valid) *w_valid = wv;
+    *wsum = ws;
+  }
+}
+
+// MEAN with class weights: sum (loss - z) / W + sum z / n_valid (row_z NULL:
+// no z terms, sum loss / W), one block in a fixed order as ce_reduce_kernel.
+template <class T>
+__global__ void __launch_bounds__(1024)
+ce_reduce_weighted_kernel(const acc_t<T>* __restrict__ row_loss, const acc_t<T>* __restrict__ row_z,
+                          int64_t rows, const acc_t<T>* __restrict__ w_div, const int64_t* __restrict__ n_valid,
+                          T* __restrict__ loss) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32], scratch_z[32];
+  A acc = 0, acc_z = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const A z = row_z ? row_z[r] : A(0);
+    acc += row_loss[r] - z;
+    acc_z += z;
+  }
+  acc = block_reduce(acc, Sum{}, A(0), scratch, blockDim.x / 32);
+  acc_z = block_reduce(acc_z, Sum{}, A(0), scratch_z, blockDim.x / 32);
+  if (threadIdx.x == 0) *loss = from_acc<T>(acc / *w_div + (row_z ? acc_z / A(*n_valid) : A(0)));
 }
 
 // One block, fixed order: thread k adds rows k, k + 1024, ..., then a fixed tree.
@@ -428,22 +557,35 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
   const int cols = int(p->cols);
   const bool mean = p->reduction == TC_REDUCTION_MEAN;
   char* ws = static_cast<char*>(p->workspace);
+  const bool weighted = p->weight != nullptr;
   int64_t* counted = ce::counts_n_valid(*p) ? reinterpret_cast<int64_t*>(ws) : nullptr;
   const int64_t* n_valid = mean ? (p->n_valid ? p->n_valid : counted) : nullptr;
-  if (counted) {
+  if (counted && !weighted) {
     ce_count_kernel<<<1, 1024, 0, stream>>>(p->target, rows, p->ignore_index, counted);
     TC_RETURN_IF_ERROR(check_launch(op));
   }
+  const size_t stats = ce::stats_bytes(*p);
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     using A = acc_t<T>;
+    // with weights, the statistics block is [n_valid][W][Wsum], 8 bytes each
+    A* w_valid = weighted && mean && !p->target_weight_sum ? reinterpret_cast<A*>(ws + 8) : nullptr;
+    A* wsum = weighted ? reinterpret_cast<A*>(ws + 16) : nullptr;
+    const A* w_div = weighted && mean ? (p->target_weight_sum ? static_cast<const A*>(p->target_weight_sum) : w_valid)
+                                      : nullptr;
+    if (weighted) {
+      ce_weighted_stats_kernel<T><<<1, 1024, 0, stream>>>(p->target, rows, p->ignore_index,
+                                                          static_cast<const T*>(p->weight), p->cols, counted,
+                                                          w_valid, wsum);
+      TC_RETURN_IF_ERROR(check_launch(op));
+    }
     A* row_loss = static_cast<A*>(p->row_loss);
     const size_t row_bytes = size_t(rows) * sizeof(A);
-    if (ce::row_losses_in_workspace(*p))
-      row_loss = reinterpret_cast<A*>(ws + (counted ? ce::kCountBytes : 0));
-    A* row_z = ce::row_z_in_workspace(*p) ? reinterpret_cast<A*>(ws + (counted ? ce::kCountBytes : 0) +
-                                                                 (ce::row_losses_in_workspace(*p) ? row_bytes : 0))
-                                          : nullptr;
+    if (ce::row_losses_in_workspace(*p)) row_loss = reinterpret_cast<A*>(ws + stats);
+    A* row_z = p->row_z ? static_cast<A*>(p->row_z)
+               : ce::row_z_in_workspace(*p)
+                   ? reinterpret_cast<A*>(ws + stats + (ce::row_losses_in_workspace(*p) ? row_bytes : 0))
+                   : nullptr;
     const bool none = p->reduction == TC_REDUCTION_NONE;
     T* loss_rows = none ? static_cast<T*>(p->loss) : nullptr;
     T* z_rows = none ? static_cast<T*>(p->z_loss) : nullptr;
@@ -452,13 +594,17 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
     auto launch = [&](auto width, auto vec) -> tc_status {
       constexpr int W = decltype(width)::value, V = decltype(vec)::value;
       constexpr int threads = W < 256 ? 256 : W, rows_per_block = threads / W;
-      auto kernel = p->softcap > 0 ? ce_forward_kernel<T, W, V, true> : ce_forward_kernel<T, W, V, false>;
+      auto kernel = weighted ? (p->softcap > 0 ? ce_forward_kernel<T, W, V, true, true>
+                                               : ce_forward_kernel<T, W, V, false, true>)
+                             : (p->softcap > 0 ? ce_forward_kernel<T, W, V, true, false>
+                                               : ce_forward_kernel<T, W, V, false, false>);
       unsigned grid = 1;
       TC_RETURN_IF_ERROR(persistent_grid(op, kernel, threads, (rows + rows_per_block - 1) / rows_per_block,
                                          rows_per_block * int64_t(cols) * int64_t(sizeof(T)), &grid));
       kernel<<<grid, threads, 0, stream>>>(x, p->target, g, rows, cols, p->ignore_index,
                                            A(p->label_smoothing), A(p->softcap), A(p->lse_square_scale),
-                                           g ? n_valid : nullptr, row_loss, loss_rows, row_z, z_rows);
+                                           g ? n_valid : nullptr, row_loss, loss_rows, row_z, z_rows,
+                                           static_cast<const T*>(p->weight), g ? w_div : nullptr, wsum);
       return check_launch(op);
     };
     // Rows start 16-byte aligned or not (odd V); vectors need grad and logits
@@ -474,7 +620,11 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
                                         : by_width(std::integral_constant<int, 1>{}));
     }
     if (none) return TC_OK;
-    if (p->loss) {
+    if (p->loss && weighted && mean) {
+      ce_reduce_weighted_kernel<T><<<1, 1024, 0, stream>>>(row_loss, ce::splits_z(*p) ? row_z : nullptr, rows,
+                                                           w_div, n_valid, static_cast<T*>(p->loss));
+      TC_RETURN_IF_ERROR(check_launch(op));
+    } else if (p->loss) {
       ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_loss, rows, n_valid, static_cast<T*>(p->loss));
       TC_RETURN_IF_ERROR(check_launch(op));
     }

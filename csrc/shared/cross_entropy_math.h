@@ -35,20 +35,30 @@ inline tc_status check(const tc_cross_entropy_backward_params* p, const char* op
 
 inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
 
-// The CUDA workspace: [n_valid, counted on the device: 16 bytes][row losses][row z terms].
+// The CUDA workspace: [the statistics block][row losses][row z terms]. The
+// block: without weights the n_valid count (16 bytes, when counted on the
+// device); with weights always 32 bytes: n_valid (int64), W and Wsum (the
+// accumulator type), those not given counted on the device.
 inline bool counts_n_valid(const tc_cross_entropy_params& p) {
   return p.reduction == TC_REDUCTION_MEAN && !p.n_valid && (p.loss || p.grad_logits || p.z_loss);
 }
 inline bool row_losses_in_workspace(const tc_cross_entropy_params& p) {
   return p.reduction != TC_REDUCTION_NONE && p.loss && !p.row_loss;
 }
-inline bool row_z_in_workspace(const tc_cross_entropy_params& p) {
-  return p.reduction != TC_REDUCTION_NONE && p.z_loss;
+// With weights, MEAN divides the z terms by n_valid and the rest by W, so the
+// reduction needs each row's z term apart.
+inline bool splits_z(const tc_cross_entropy_params& p) {
+  return p.weight && p.reduction == TC_REDUCTION_MEAN && p.loss && p.lse_square_scale > 0;
 }
-constexpr size_t kCountBytes = 16;
+inline bool row_z_in_workspace(const tc_cross_entropy_params& p) {
+  return p.reduction != TC_REDUCTION_NONE && !p.row_z && (p.z_loss || splits_z(p));
+}
+constexpr size_t kCountBytes = 16, kWeightedStatsBytes = 32;
+inline size_t stats_bytes(const tc_cross_entropy_params& p) {
+  return p.weight ? kWeightedStatsBytes : counts_n_valid(p) ? kCountBytes : 0;
+}
 inline size_t workspace_bytes(const tc_cross_entropy_params& p) {
-  return (counts_n_valid(p) ? kCountBytes : 0) +
-         (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
+  return stats_bytes(p) + (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
          (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0);
 }
 
@@ -73,6 +83,16 @@ template <class A>
 TC_HD inline A row_loss(A m, A log_s, A xt, A sum_x, A eps, int64_t cols) {
   A loss = log_s + (A(1) - eps) * (m - xt);
   if (eps > A(0)) loss += eps * (m - sum_x / A(cols));
+  return loss;
+}
+
+// With class weights: loss = (1 - eps) w_t (lse - x_t) + (eps / V) (Wsum lse -
+// sum_wx), sum_wx = sum_c w_c x_c, lse = m + log_s, again with m - x_t and
+// Wsum m - sum_wx formed before log_s is added.
+template <class A>
+TC_HD inline A row_loss_weighted(A m, A log_s, A xt, A sum_wx, A wt, A wsum, A eps, int64_t cols) {
+  A loss = (A(1) - eps) * wt * (log_s + (m - xt));
+  if (eps > A(0)) loss += eps / A(cols) * (wsum * log_s + (wsum * m - sum_wx));
   return loss;
 }
 

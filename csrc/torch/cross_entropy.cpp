@@ -2,7 +2,8 @@
 // pass) and cross_entropy_backward (that gradient scaled in place by
 // grad_loss): torch layer. logits [rows, classes], target [rows] int64.
 // softcap and lse_square_scale (z-loss): cross_entropy.h; z_loss is the z
-// terms alone, reduced as the loss, when return_z_loss (else empty).
+// terms alone, reduced as the loss, when return_z_loss (else empty). weight:
+// class weights [classes] of logits' dtype, as torch's (no gradient).
 #include <vector>
 
 #include "cross_entropy_args.h"
@@ -14,7 +15,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& l
                                                              int64_t ignore_index, c10::string_view reduction,
                                                              double label_smoothing, bool compute_grad,
                                                              double softcap, double lse_square_scale,
-                                                             bool return_z_loss) {
+                                                             bool return_z_loss,
+                                                             const c10::optional<at::Tensor>& weight) {
   const char* op = "cross_entropy";
   check_args(op, {{"logits", logits}});
   TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
@@ -24,6 +26,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& l
   const int red = parse_reduction(op, reduction);
   check_label_smoothing(op, label_smoothing);
   check_options(op, softcap, lse_square_scale);
+  const at::Tensor w = class_weight(op, weight, "weight", logits, "logits", logits.size(1));
   const at::Tensor x = logits.contiguous(), t = target.contiguous();
   const int64_t rows = x.size(0), cols = x.size(1);
   at::Tensor loss = empty_contiguous(red == TC_REDUCTION_NONE ? std::vector<int64_t>{rows}
@@ -37,7 +40,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& l
                                               .logits = x.data_ptr(), .target = t.const_data_ptr<int64_t>(),
                                               .loss = loss.data_ptr(),
                                               .grad_logits = compute_grad ? grad.data_ptr() : nullptr,
-                                              .z_loss = return_z_loss ? z.data_ptr() : nullptr});
+                                              .z_loss = return_z_loss ? z.data_ptr() : nullptr,
+                                              .weight = w.defined() ? w.const_data_ptr() : nullptr});
   return {loss, grad, z};
 }
 
@@ -72,7 +76,7 @@ void impls(M& m) {
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, str reduction='mean', "
         "float label_smoothing=0.0, bool compute_grad=False, float softcap=0.0, float lse_square_scale=0.0, "
-        "bool return_z_loss=False) -> (Tensor loss, Tensor grad_logits, Tensor z_loss)");
+        "bool return_z_loss=False, Tensor? weight=None) -> (Tensor loss, Tensor grad_logits, Tensor z_loss)");
   m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss) -> ()");
 }
 

@@ -36,6 +36,19 @@ inline void check_target(const char* op, const at::Tensor& target, const at::Ten
            shape_str(target.sizes()).c_str());
 }
 
+// Class weights (cross_entropy's weight, fused_linear_cross_entropy's
+// ce_weight): [classes] of like's dtype and device, made contiguous; an
+// undefined tensor when not given.
+inline at::Tensor class_weight(const char* op, const c10::optional<at::Tensor>& weight, const char* name,
+                               const at::Tensor& like, const char* like_name, int64_t classes) {
+  if (!weight.has_value() || !weight->defined()) return at::Tensor();
+  check_args(op, {{like_name, like}, {name, *weight}});
+  TC_CHECK(weight->dim() == 1 && weight->size(0) == classes, op,
+           "%s must have shape [%lld] (one weight per class), got %s", name, (long long)classes,
+           shape_str(weight->sizes()).c_str());
+  return weight->contiguous();
+}
+
 // The CPU core checks targets per call; a chunked caller checks them all
 // first, so the message names the row of the whole batch.
 inline void check_target_range(const char* op, const at::Tensor& target, int64_t ignore_index,

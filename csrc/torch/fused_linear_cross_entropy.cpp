@@ -34,7 +34,10 @@
 // the two products: one more logits product than 'mean', no [N, V] buffer.
 // softcap and lse_square_scale as cross_entropy's; return_z_loss adds the z
 // terms up chunk by chunk (each chunk's share rounded to the dtype: for
-// logging).
+// logging). ce_weight: cross_entropy's class weights [V] (named apart from
+// the projection's weight); MEAN then divides by the batch's W = sum of
+// ce_weight[t] over rows not ignored, given to every chunk as n_valid is (and
+// with z-loss the z terms, unweighted, still by n_valid: cross_entropy.h).
 #include <algorithm>
 
 #include "cross_entropy_args.h"
@@ -53,7 +56,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
     const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& target,
     const c10::optional<at::Tensor>& bias, int64_t ignore_index, c10::string_view reduction,
     double label_smoothing, bool compute_grad, int64_t chunk_size, c10::optional<at::ScalarType> accum_dtype,
-    double softcap, double lse_square_scale, bool return_z_loss, const c10::optional<at::Tensor>& row_scale) {
+    double softcap, double lse_square_scale, bool return_z_loss, const c10::optional<at::Tensor>& row_scale,
+    const c10::optional<at::Tensor>& ce_weight) {
   const char* op = "fused_linear_cross_entropy";
   const bool has_bias = bias.has_value() && bias->defined();
   if (has_bias)
@@ -84,6 +88,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
              "row_scale must have shape [%lld] (hidden's rows), got %s", (long long)hidden.size(0),
              shape_str(row_scale->sizes()).c_str());
   }
+  const at::Tensor cw = class_weight(op, ce_weight, "ce_weight", hidden, "hidden", weight.size(0));
   TC_CHECK(chunk_size >= 0, op, "chunk_size must be >= 0 (0: automatic), got %lld", (long long)chunk_size);
 
   const at::ScalarType wdt = weight.scalar_type(), grad_acc = accum_dtype.value_or(wdt);
@@ -100,6 +105,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
 
   at::Tensor row_loss = at::empty({n}, h.options().dtype(acc));
   const at::Tensor n_valid = red == TC_REDUCTION_MEAN ? t.ne(ignore_index).sum() : at::Tensor();
+  // MEAN with class weights: the batch's W (targets clamped for the gather: the core checks their range)
+  const bool weighted = cw.defined(), mean = red == TC_REDUCTION_MEAN;
+  const at::Tensor w_valid =
+      weighted && mean ? cw.to(acc).index_select(0, t.clamp(0, v - 1)).mul(t.ne(ignore_index)).sum() : at::Tensor();
+  // ... and each row's z term apart, which MEAN divides by n_valid, not W
+  at::Tensor row_z = weighted && mean && lse_square_scale > 0 ? at::empty({n}, h.options().dtype(acc)) : at::Tensor();
   at::Tensor grad_hidden = empty_contiguous(compute_grad ? h.sizes() : at::IntArrayRef{0}, h);
   at::Tensor grad_weight = empty_contiguous(compute_grad ? w.sizes() : at::IntArrayRef{0}, w);
   // widen: the accumulator in float32 for a narrower weight (else grad_weight itself)
@@ -133,7 +144,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
                                 .row_loss = row_loss.narrow(0, s, len).data_ptr(),
                                 .z_loss = z_rows.defined()    ? z_rows.narrow(0, s, len).data_ptr()
                                           : z_chunk.defined() ? z_chunk.data_ptr()
-                                                              : nullptr});
+                                                              : nullptr,
+                                .weight = weighted ? cw.const_data_ptr() : nullptr,
+                                .target_weight_sum = w_valid.defined() ? w_valid.const_data_ptr() : nullptr,
+                                .row_z = row_z.defined() ? row_z.narrow(0, s, len).data_ptr() : nullptr});
     if (z_sum.defined()) z_sum.add_(z_chunk);
     if (!compute_grad) continue;
     if (scaled)
@@ -154,7 +168,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
   }
 
   at::Tensor loss = red == TC_REDUCTION_NONE ? row_loss : row_loss.sum();
-  if (red == TC_REDUCTION_MEAN) loss = loss.div(n_valid);
+  if (mean && row_z.defined())
+    loss = (row_loss - row_z).sum().div(w_valid).add(row_z.sum().div(n_valid));
+  else if (mean)
+    loss = loss.div(weighted ? w_valid : n_valid);
   loss = loss.to(h.scalar_type());
   if (widen) grad_weight.copy_(grad_weight_acc);
   at::Tensor grad_bias = grad_bias_acc.defined() ? grad_bias_acc.to(h.scalar_type())
@@ -175,7 +192,8 @@ TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("fused_linear_cross_entropy(Tensor hidden, Tensor weight, Tensor target, Tensor? bias=None, "
         "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, "
         "bool compute_grad=False, int chunk_size=0, ScalarType? accum_dtype=None, float softcap=0.0, "
-        "float lse_square_scale=0.0, bool return_z_loss=False, Tensor? row_scale=None) -> (Tensor loss, "
+        "float lse_square_scale=0.0, bool return_z_loss=False, Tensor? row_scale=None, Tensor? ce_weight=None) -> "
+        "(Tensor loss, "
         "Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias, Tensor z_loss)");
 }
 

@@ -183,18 +183,13 @@ class ScaleBiasReLU(torch.nn.Module):
 
 
 class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
-    """torch.nn.CrossEntropyLoss (same constructor, buffers and state_dict) on
-    tinycuda's kernel, for class-index targets of [N, V] or [V] logits. Class
-    weights are not supported: `weight` must be None."""
-
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                 label_smoothing=0.0):
-        if weight is not None:
-            raise ValueError("tinycuda.nn.CrossEntropyLoss: class weights are not supported (weight must be None)")
-        super().__init__(weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    """torch.nn.CrossEntropyLoss (same constructor, buffers and state_dict: the
+    class weights are the `weight` buffer) on tinycuda's kernel, for
+    class-index targets of [N, V] or [V] logits."""
 
     def forward(self, input, target):  # noqa: A002  (torch's argument names)
-        return ops.cross_entropy(input, target, self.ignore_index, self.reduction, self.label_smoothing)
+        return ops.cross_entropy(input, target, self.ignore_index, self.reduction, self.label_smoothing,
+                                 weight=self.weight)
 
 
 class FusedLinearCrossEntropyLoss(torch.nn.Module):
@@ -202,10 +197,13 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
     logits. forward(weight, hidden, target, bias=None) takes Liger's
     LigerFusedLinearCrossEntropyLoss order (lin_weight, _input, target, bias).
     reduction='none' works without gradients only; accum_dtype=torch.float32
-    accumulates grad_weight in float32 (see ops.fused_linear_cross_entropy)."""
+    accumulates grad_weight in float32 (see ops.fused_linear_cross_entropy).
+    ce_weight: class weights [V] (torch's CrossEntropyLoss `weight`, Liger's
+    ce_weight), kept as the buffer `ce_weight` (in the state_dict when given)."""
 
-    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0, accum_dtype=None):
+    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0, accum_dtype=None, ce_weight=None):
         super().__init__()
+        self.register_buffer("ce_weight", ce_weight)
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"tinycuda.nn.FusedLinearCrossEntropyLoss: reduction must be 'mean', 'sum' or "
                              f"'none', got {reduction!r}")
@@ -217,7 +215,8 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
 
     def forward(self, weight, hidden, target, bias=None):
         return ops.fused_linear_cross_entropy(hidden, weight, target, bias, self.ignore_index, self.reduction,
-                                              self.label_smoothing, accum_dtype=self.accum_dtype)
+                                              self.label_smoothing, accum_dtype=self.accum_dtype,
+                                              ce_weight=self.ce_weight)
 
     def extra_repr(self):
         return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, "

@@ -1,5 +1,6 @@
 """cross_entropy: torch.nn.functional.cross_entropy for class-index targets
-(2-D logits [N, V], or 1-D [V] with a 0-dim target), with label smoothing.
+(2-D logits [N, V], or 1-D [V] with a 0-dim target), with class weights and
+label smoothing.
 
 The gradient comes from the forward pass itself: when gradients are needed
 the forward kernel writes d loss / d logits (for grad_loss = 1) while it
@@ -24,15 +25,21 @@ __all__ = ["cross_entropy"]
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, softcap=None,
-                  lse_square_scale=0.0, return_z_loss=False):
-    """F.cross_entropy(logits, target, ignore_index=..., reduction=..., label_smoothing=...).
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, weight=None,
+                  softcap=None, lse_square_scale=0.0, return_z_loss=False):
+    """F.cross_entropy(logits, target, weight=..., ignore_index=..., reduction=..., label_smoothing=...).
+
+    weight: class weights [V] of logits' dtype (torch's `weight`; keyword-only
+    here, so the positional arguments stay as they were). 'mean' divides by
+    the sum of weight[target] over the rows not ignored, as torch. The weights
+    get no gradient: one requiring grad, with grad mode on, raises.
 
     softcap (Gemma 2): logits become softcap * tanh(logits / softcap) first.
     lse_square_scale (PaLM's z-loss): each row's loss gains lse_square_scale *
     logsumexp(row)^2; with return_z_loss, (loss, z_loss) where z_loss is that
     term alone, reduced as the loss, for logging (no gradient of its own: it
-    is part of loss).
+    is part of loss). With weight, as Liger-Kernel: the z terms are not
+    weighted, and 'mean' divides them by the count of rows not ignored.
 
     logits [N, V] (or [V] with a 0-dim target), target int64 class indices;
     the loss has logits' dtype, computed in float32 (float64 for double).
@@ -40,6 +47,9 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     naming the row; on CUDA, as torch, a device-side assert naming the op,
     reported at the next synchronization (the CUDA context is lost after it).
     """
+    if weight is not None and torch.is_grad_enabled() and weight.requires_grad:
+        raise RuntimeError("tinycuda::cross_entropy: weight (the class weights) gets no gradient (detach it, or "
+                           "keep it a buffer, as torch.nn.CrossEntropyLoss does)")
     single = logits.dim() == 1
     if single:
         torch._check(target.dim() == 0, lambda: "tinycuda::cross_entropy: 1-D logits need a 0-dim target")
@@ -47,7 +57,7 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     compute_grad = torch.is_grad_enabled() and logits.requires_grad
     loss, _, z = torch.ops.tinycuda.cross_entropy(logits, target, ignore_index, reduction, label_smoothing,
                                                   compute_grad, float(softcap or 0.0), float(lse_square_scale),
-                                                  return_z_loss)
+                                                  return_z_loss, weight)
     if single and reduction == "none":
         loss, z = loss.reshape(()), z.reshape(()) if return_z_loss else z
     return (loss, z) if return_z_loss else loss
@@ -58,6 +68,19 @@ def check_target(op, rows, target):
                  lambda: f"tinycuda::{op}: target must be int64 class indices, got {target.dtype}")
     torch._check(target.dim() == 1 and target.shape[0] == rows,
                  lambda: f"tinycuda::{op}: target must have shape [{rows}], got {list(target.shape)}")
+
+
+def check_class_weight(op, weight, name, like, like_name, classes=None):
+    if weight is None:
+        return
+    classes = like.shape[1] if classes is None else classes
+    torch._check(weight.dtype == like.dtype,
+                 lambda: f"tinycuda::{op}: {name} has dtype {weight.dtype} but {like_name} has dtype {like.dtype}")
+    torch._check(weight.device == like.device,
+                 lambda: f"tinycuda::{op}: {name} is on {weight.device} but {like_name} is on {like.device}")
+    torch._check(weight.dim() == 1 and weight.shape[0] == classes,
+                 lambda: f"tinycuda::{op}: {name} must have shape [{classes}] (one weight per class), got "
+                         f"{list(weight.shape)}")
 
 
 def check_reduction(op, reduction, label_smoothing, softcap=0.0, lse_square_scale=0.0):
@@ -72,10 +95,11 @@ def check_reduction(op, reduction, label_smoothing, softcap=0.0, lse_square_scal
 
 @register_fake("tinycuda::cross_entropy")
 def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing,
-                        compute_grad, softcap, lse_square_scale, return_z_loss):
+                        compute_grad, softcap, lse_square_scale, return_z_loss, weight):
     torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
                  lambda: "tinycuda::cross_entropy: logits must be 2-D [rows, classes] with at least one class")
     check_target("cross_entropy", logits.shape[0], target)
+    check_class_weight("cross_entropy", weight, "weight", logits, "logits")
     check_reduction("cross_entropy", reduction, label_smoothing, softcap, lse_square_scale)
     shape = (logits.shape[0],) if reduction == "none" else ()
     return (logits.new_empty(shape), logits.new_empty(logits.shape if compute_grad else (0,)),
@@ -103,10 +127,10 @@ def _backward(ctx, grad_loss, _grad, _z):
         raise RuntimeError("tinycuda::cross_entropy: the forward ran with compute_grad=False, so there is "
                            "no gradient to backpropagate (tinycuda.cross_entropy sets it when needed)")
     if grad_loss is None:  # the loss unused (grads are not materialized)
-        return (None,) * 9
+        return (None,) * 10
     (grad,) = ctx.saved_tensors
     scale_saved(grad, grad_loss)
-    return (grad,) + (None,) * 8
+    return (grad,) + (None,) * 9
 
 
 def scale_saved(grad, grad_loss):

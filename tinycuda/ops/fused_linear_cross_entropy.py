@@ -13,6 +13,9 @@ sums every row, so a per-row grad_loss cannot be applied afterwards): its
 forward computes the loss only and its backward runs the chunks again with
 grad_loss scaling each row's gradient (row_scale), one more product.
 softcap and lse_square_scale (z-loss, return_z_loss) as cross_entropy's.
+ce_weight: cross_entropy's class weights [V] (torch's `weight`, named apart
+from the projection's weight, as Liger's ce_weight; 'mean' divides by the
+batch's sum of ce_weight[target]).
 grad_weight accumulates in accum_dtype: by default the weight's (as
 Liger's; one rounding per chunk, so with fp16/bf16 its error grows with the
 number of chunks), or torch.float32 (a [V, H] fp32 buffer, rounded once: as
@@ -25,7 +28,7 @@ import torch
 
 from ._fake import register_fake
 
-from .cross_entropy import check_reduction, check_target, scale_saved
+from .cross_entropy import check_class_weight, check_reduction, check_target, scale_saved
 
 
 __all__ = ["fused_linear_cross_entropy"]
@@ -33,26 +36,30 @@ __all__ = ["fused_linear_cross_entropy"]
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
                                label_smoothing=0.0, chunk_size=0, accum_dtype=None, *, softcap=None,
-                               lse_square_scale=0.0, return_z_loss=False):
+                               lse_square_scale=0.0, return_z_loss=False, ce_weight=None):
     """Loss of F.cross_entropy(hidden @ weight.T + bias, target, ...).
 
     hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
     chunk_size: tokens per chunk; 0 picks Liger's next_pow2(ceil(N / ceil(V / H))).
     accum_dtype: grad_weight's accumulator, None (the weight's dtype) or torch.float32.
     softcap, lse_square_scale, return_z_loss: as tinycuda.cross_entropy's ((loss, z_loss) with the last).
+    ce_weight: class weights [V] (tinycuda.cross_entropy's weight), no gradient.
     """
+    if ce_weight is not None and torch.is_grad_enabled() and ce_weight.requires_grad:
+        raise RuntimeError("tinycuda::fused_linear_cross_entropy: ce_weight (the class weights) gets no gradient "
+                           "(detach it)")
     needs_grad = hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     compute_grad = torch.is_grad_enabled() and needs_grad and reduction != "none"  # 'none': in the backward
     loss, *_, z = torch.ops.tinycuda.fused_linear_cross_entropy(
         hidden, weight, target, bias, ignore_index, reduction, label_smoothing, compute_grad, chunk_size,
-        accum_dtype, float(softcap or 0.0), float(lse_square_scale), return_z_loss)
+        accum_dtype, float(softcap or 0.0), float(lse_square_scale), return_z_loss, None, ce_weight)
     return (loss, z) if return_z_loss else loss
 
 
 @register_fake("tinycuda::fused_linear_cross_entropy")
 def _fused_linear_cross_entropy_fake(hidden, weight, target, bias, ignore_index, reduction,
                                      label_smoothing, compute_grad, chunk_size, accum_dtype, softcap,
-                                     lse_square_scale, return_z_loss, row_scale):
+                                     lse_square_scale, return_z_loss, row_scale, ce_weight):
     op = "fused_linear_cross_entropy"
     torch._check(hidden.dim() == 2, lambda: f"tinycuda::{op}: hidden must be 2-D [tokens, hidden]")
     torch._check(weight.dim() == 2 and weight.shape[1] == hidden.shape[1] and weight.shape[0] >= 1,
@@ -60,6 +67,7 @@ def _fused_linear_cross_entropy_fake(hidden, weight, target, bias, ignore_index,
     torch._check(bias is None or tuple(bias.shape) == (weight.shape[0],),
                  lambda: f"tinycuda::{op}: bias must have shape [weight's rows]")
     check_target(op, hidden.shape[0], target)
+    check_class_weight(op, ce_weight, "ce_weight", hidden, "hidden", weight.shape[0])
     check_reduction(op, reduction, label_smoothing, softcap, lse_square_scale)
     torch._check(accum_dtype in (None, weight.dtype) or (accum_dtype == torch.float32 and weight.dtype != torch.float64),
                  lambda: f"tinycuda::{op}: accum_dtype must be None, the weight's dtype or Float")
@@ -75,7 +83,8 @@ def _fused_linear_cross_entropy_fake(hidden, weight, target, bias, ignore_index,
 
 # the schema's arguments after target, in order, with their defaults
 _OPTIONS = dict(bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False, chunk_size=0,
-                accum_dtype=None, softcap=0.0, lse_square_scale=0.0, return_z_loss=False)
+                accum_dtype=None, softcap=0.0, lse_square_scale=0.0, return_z_loss=False, row_scale=None,
+                ce_weight=None)
 
 
 def _setup(ctx, inputs, output):
@@ -85,7 +94,8 @@ def _setup(ctx, inputs, output):
     opts = dict(zip(_OPTIONS, inputs[3:]))
     ctx.opts = {**_OPTIONS, **opts}
     ctx.recompute = ctx.opts["reduction"] == "none"  # its gradient is made in the backward, from the inputs
-    ctx.save_for_backward(*(inputs[:3] + (ctx.opts["bias"],) if ctx.recompute else output[1:4]))
+    ctx.save_for_backward(*(inputs[:3] + (ctx.opts["bias"], ctx.opts["ce_weight"]) if ctx.recompute
+                            else output[1:4]))
     ctx.compute_grad = ctx.opts["compute_grad"]
 
 
@@ -96,12 +106,13 @@ def _backward(ctx, grad_loss, *_):
         return (None,) * n_inputs
     need_h, need_w, _, need_b = (*ctx.needs_input_grad, False, False)[:4]
     if ctx.recompute:  # reduction='none': the chunks again, each row's gradient scaled by its grad_loss
-        hidden, weight, target, bias = ctx.saved_tensors
-        o = {**ctx.opts, "compute_grad": True, "return_z_loss": False}
+        hidden, weight, target, bias, ce_weight = ctx.saved_tensors
+        o = {**ctx.opts, "compute_grad": True, "return_z_loss": False, "row_scale": grad_loss.contiguous(),
+             "ce_weight": ce_weight}
         _, gh, gw, gb, _ = torch.ops.tinycuda.fused_linear_cross_entropy(
-            hidden, weight, target, bias, *[o[k] for k in list(_OPTIONS)[1:]], grad_loss.contiguous())
+            hidden, weight, target, bias, *[o[k] for k in list(_OPTIONS)[1:]])
         return (gh if need_h else None, gw if need_w else None, None, gb if need_b else None,
-                *(None,) * 10)[:n_inputs]
+                *(None,) * 11)[:n_inputs]
     if not ctx.compute_grad:
         raise RuntimeError("tinycuda::fused_linear_cross_entropy: the forward ran with compute_grad=False, so "
                            "there is no gradient to backpropagate (the functional API sets it when needed)")
@@ -111,7 +122,7 @@ def _backward(ctx, grad_loss, *_):
         if need:
             scale_saved(g, grad_loss)
         out.append(g if need else None)
-    return (*out, *(None,) * 10)[:n_inputs]
+    return (*out, *(None,) * 11)[:n_inputs]
 
 
 torch.library.register_autograd("tinycuda::fused_linear_cross_entropy", _backward, setup_context=_setup)

@@ -1,17 +1,22 @@
 /* cross_entropy family: torch.nn.functional.cross_entropy of logits x
  * [rows, cols] (rows tokens, cols classes) against class indices t[rows]
- * (int64), with label smoothing eps in [0, 1]:
+ * (int64), with label smoothing eps in [0, 1] and optional class weights w[cols]
+ * (w_c = 1 without them):
  *   lse_i  = log sum_c exp(x_ic)
- *   loss_i = (1 - eps) (lse_i - x_it) + (eps / cols) sum_c (lse_i - x_ic)
+ *   loss_i = (1 - eps) w_t (lse_i - x_it) + (eps / cols) sum_c w_c (lse_i - x_ic)
  * and loss_i = 0 where t_i == ignore_index. Reductions: NONE (loss[rows]),
- * SUM, MEAN (sum / n_valid, n_valid = rows not ignored; NaN when 0).
+ * SUM, MEAN (sum / W, W = sum of w_t over the rows not ignored: n_valid, their
+ * count, without weights; NaN when 0), exactly torch's, whose MEAN also divides
+ * the smoothing term by W.
  *
  * The gradient is written by the same pass that computes the loss (when
  * grad_logits is given), for grad_loss = 1:
- *   grad_ic = (softmax_ic - (1 - eps) [c == t_i] - eps / cols) * scale
- * scale = 1 / n_valid for MEAN, 1 for SUM and NONE, and grad_i = 0 on ignored
- * rows. The backward then only scales it by grad_loss, in place: one value
- * for SUM and MEAN, one per row for NONE. Math in float (double for double).
+ *   grad_ic = ((1 - eps) w_t (softmax_ic - [c == t_i])
+ *              + (eps / cols) (Wsum softmax_ic - w_c)) * scale,   Wsum = sum_c w_c
+ * (without weights: softmax_ic - (1 - eps) [c == t_i] - eps / cols), scale =
+ * 1 / W for MEAN, 1 for SUM and NONE, and grad_i = 0 on ignored rows. The
+ * backward then only scales it by grad_loss, in place: one value for SUM and
+ * MEAN, one per row for NONE. Math in float (double for double).
  *
  * Options, as Gemma 2 and PaLM train (and Liger-Kernel computes them):
  *   softcap > 0: every logit is capped first, x -> softcap * tanh(x / softcap),
@@ -19,8 +24,12 @@
  *   lse_square_scale (z-loss): each row's loss gains z_i = lse_square_scale * lse_i^2,
  *     its gradient 2 lse_square_scale lse_i softmax_ic; z_loss, when given,
  *     receives the z terms alone, reduced as the loss (for logging)
- * so grad_ic = ((1 + 2 lse_square_scale lse_i) softmax_ic - (1 - eps) [c == t_i]
- *               - eps / cols) * scale * (1 - tanh^2(x_ic / softcap)).
+ * so grad_ic = (the weighted terms above * scale + 2 lse_square_scale lse_i softmax_ic
+ *               * scale_z) * (1 - tanh^2(x_ic / softcap)).
+ * z-loss with class weights, as Liger-Kernel: z_i is not weighted, and MEAN
+ * divides it by n_valid (the count of rows not ignored), not by W: scale_z =
+ * 1 / n_valid for MEAN, 1 otherwise, and the MEAN loss is
+ * sum_i (loss_i - z_i) / W + sum_i z_i / n_valid (without weights W = n_valid).
  *
  * A target outside [0, cols) other than ignore_index: the CPU entry point
  * fails (naming the row) before writing anything; the CUDA kernel stops with
@@ -30,11 +39,13 @@
  *
  * Chunked callers (fused_linear_cross_entropy runs this on slices of rows):
  * grad_logits may be logits itself (the gradient overwrites the logits),
- * n_valid may come from the caller (the divisor of the whole batch), loss may
- * be NULL, and row_loss keeps each row's loss in the accumulator type.
+ * n_valid and target_weight_sum may come from the caller (the divisors of the
+ * whole batch), loss may be NULL, and row_loss and row_z keep each row's loss
+ * and z term in the accumulator type.
  *
  * CUDA needs a workspace of tc_cross_entropy_workspace_size() bytes (the
- * n_valid count and the per-row losses of SUM/MEAN); the CPU needs none. */
+ * n_valid count, with weights also W and Wsum, and the per-row losses and z
+ * terms of SUM/MEAN); the CPU needs none. */
 #ifndef TINYCUDA_CROSS_ENTROPY_H
 #define TINYCUDA_CROSS_ENTROPY_H
 #include "common.h"
@@ -53,11 +64,19 @@ typedef struct {
   const int64_t* target; /* [rows] */
   void* loss;            /* NONE: [rows]; SUM, MEAN: [1]. NULL: not written */
   void* grad_logits;     /* [rows, cols], or NULL: not computed. May be == logits */
-  const int64_t* n_valid; /* MEAN: the divisor (device memory for CUDA); NULL:
-                             counted here from target */
+  const int64_t* n_valid; /* MEAN: the count of rows not ignored, the divisor
+                             (without weights; of the z terms with them); device
+                             memory for CUDA; NULL: counted here from target */
   void* row_loss;        /* NULL, or [rows] of float (double for float64): each
                             row's loss, unreduced */
   void* z_loss;          /* NULL, or the z terms alone, reduced as loss: NONE: [rows]; SUM, MEAN: [1] */
+  const void* weight;    /* NULL (every class weighs 1), or [cols] class weights of dtype */
+  const void* target_weight_sum; /* MEAN with weight: W, the divisor of the weighted terms:
+                             sum of weight[t_i] over rows not ignored, one float
+                             (double for float64); device memory for CUDA; NULL:
+                             summed here from target */
+  void* row_z;           /* NULL, or [rows] of float (double for float64): each
+                            row's z term (part of row_loss) */
   void* workspace;
   size_t workspace_bytes;
   void* stream;
