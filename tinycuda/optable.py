@@ -879,22 +879,68 @@ def _cross_entropy_samples(device, dtype):
                        {"softcap": 5.0, "lse_square_scale": 1e-3, "label_smoothing": 0.1}):
                 yield Sample(f"{_shape_id(shape)}-{red}-" + "-".join(f"{k}{v}" for k, v in kw.items()), (x, t),
                              {"reduction": red, **kw})
+    yield from _weighted_cross_entropy_samples(device, dtype)
+
+
+def class_weights(classes, device, dtype, zero=()):
+    """Class weights in [0.5, 1.5) (0 at the classes `zero`), rounded to dtype."""
+    w = torch.rand(classes, device=device) + 0.5
+    for c in zero:
+        w[c] = 0
+    return w.to(dtype)
+
+
+def _weighted_cross_entropy_samples(device, dtype):
+    """torch's class weights, with an ignored row, smoothing and each reduction;
+    then with softcap and z-loss (the z terms unweighted, as Liger's)."""
+    for shape in ((1, 1), (5, 1), (9, 7), (33, 5), (3, 1025), (2, 8193)):
+        x, t = randn(shape, device, dtype, 3), targets(*shape, device, ignored=(0,) if shape[0] > 1 else ())
+        w = class_weights(shape[1], device, dtype)
+        for red in REDUCTIONS:
+            for eps in (0.0, 0.1):
+                yield Sample(f"{_shape_id(shape)}-weight-{red}-smoothing{eps}", (x, t),
+                             {"reduction": red, "label_smoothing": eps, "weight": w})
+    # a class of weight 0; strided logits with an in-range ignore_index; full smoothing
+    x, t = randn((6, 33), device, dtype, 3), targets(6, 33, device, ignore_index=3, ignored=(0, 2))
+    t[1], t[4] = 4, 5
+    w = class_weights(33, device, dtype, zero=(5,))
+    for red in REDUCTIONS:
+        yield Sample(f"6x33-weight-zero-strided-ignore3-{red}", (view(x, "strided"), t),
+                     {"ignore_index": 3, "reduction": red, "label_smoothing": 0.2, "weight": w}, grad_out="strided")
+        yield Sample(f"6x33-weight-smoothing1.0-{red}", (x, t), {"reduction": red, "label_smoothing": 1.0, "weight": w})
+    x, t = randn(11, device, dtype, 3), torch.tensor(4, device=device)  # 1-D logits, a 0-dim target
+    yield Sample("11-one_dim-weight", (x, t), {"weight": class_weights(11, device, dtype)})
+    for shape in ((9, 7), (3, 4097)):
+        x, t = randn(shape, device, dtype, 10), targets(*shape, device, ignored=(0,))
+        w = class_weights(shape[1], device, dtype)
+        for red in REDUCTIONS:
+            for kw in ({"softcap": 3.0}, {"lse_square_scale": 1e-2, "return_z_loss": True},
+                       {"softcap": 5.0, "lse_square_scale": 1e-3, "label_smoothing": 0.1}):
+                yield Sample(f"{_shape_id(shape)}-weight-{red}-" + "-".join(f"{k}{v}" for k, v in kw.items()),
+                             (x, t), {"reduction": red, "weight": w, **kw})
 
 
 def _cross_entropy_ref(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, softcap=None,
-                       lse_square_scale=0.0, return_z_loss=False):
-    """F.cross_entropy, or with softcap and z-loss as Liger-Kernel computes them (cross_entropy.h)."""
-    kw = dict(ignore_index=ignore_index, label_smoothing=label_smoothing)
+                       lse_square_scale=0.0, return_z_loss=False, weight=None):
+    """F.cross_entropy, or with softcap and z-loss as Liger-Kernel computes them (cross_entropy.h): with
+    class weights the z terms are not weighted, and 'mean' divides them by the count of rows not ignored."""
+    weight = weight if weight is None else weight.to(logits.dtype)  # the float64 reference: weights upcast too
+    kw = dict(ignore_index=ignore_index, label_smoothing=label_smoothing, weight=weight)
     if not softcap and not lse_square_scale and not return_z_loss:
         return F.cross_entropy(logits, target, reduction=reduction, **kw)
     x = softcap * torch.tanh(logits / softcap) if softcap else logits
     valid = target != ignore_index
     z = lse_square_scale * torch.logsumexp(x.float() if x.dtype in (torch.float16, torch.bfloat16) else x,
                                             -1).square() * valid
-    loss = F.cross_entropy(x, target, reduction="none", **kw) + z
+    ce = F.cross_entropy(x, target, reduction="none", **kw)
+    loss = ce + z
     if reduction != "none":
         div = valid.sum() if reduction == "mean" else 1
-        loss, z = loss.sum() / div, z.sum() / div
+        if weight is not None and reduction == "mean":  # torch's W: the weights of the targets not ignored
+            loss = ce.sum() / weight[target.clamp(min=0)].mul(valid).sum() + z.sum() / div
+        else:
+            loss = loss.sum() / div
+        z = z.sum() / div
     loss, z = loss.to(logits.dtype), z.to(logits.dtype)
     return (loss, z.detach()) if return_z_loss else loss  # z_loss is for logging: no gradient of its own
 
@@ -923,6 +969,20 @@ def _cross_entropy_errors():
                   (torch.randn(5, 5), torch.tensor([0, 1, 2, 7, 4]))),
         ErrorCase(rf"{ce}: target -3 at row 0 is out of range", f,
                   (torch.randn(5, 5), torch.tensor([-3, 0, 0, 0, 0]))),
+        ErrorCase(rf"{ce}: target 7 at row 3 is out of range \[0, 5\)", f,
+                  (torch.randn(5, 5), torch.tensor([0, 1, 2, 7, 4])), {"weight": torch.ones(5)}),
+        # class weights: [classes] of logits' dtype and device, no gradient
+        ErrorCase(rf"{ce}: weight must have shape \[4\] \(one weight per class\), got \[5\]", f, (x, t),
+                  {"weight": torch.ones(5)}),
+        ErrorCase(rf"{ce}: weight must have shape \[4\] \(one weight per class\), got \[2, 2\]", f, (x, t),
+                  {"weight": torch.ones(2, 2)}),
+        ErrorCase(rf"{ce}: weight has dtype Double but logits has dtype Float", f, (x, t),
+                  {"weight": torch.ones(4, dtype=torch.float64)}),
+        ErrorCase(rf"{ce}: weight must be float32, float16, bfloat16 or float64, got Long", f, (x, t),
+                  {"weight": torch.ones(4, dtype=torch.long)}),
+        ErrorCase(rf"{ce}: weight is on meta but logits is on cpu", f, (x, t), {"weight": torch.ones(4, device="meta")}),
+        ErrorCase(rf"{ce}: weight \(the class weights\) gets no gradient", f, (x.clone().requires_grad_(), t),
+                  {"weight": torch.ones(4, requires_grad=True)}),
     ]
 
 
@@ -969,12 +1029,25 @@ def _flce_samples(device, dtype):
                {"reduction": "none", "softcap": 2.0, "lse_square_scale": 1e-3, "return_z_loss": True},
                {"reduction": "sum", "lse_square_scale": 1e-3, "return_z_loss": True, "chunk_size": 16}):
         yield Sample("37-24-50-" + "-".join(f"{k}{v}" for k, v in kw.items()), (hid, w, t, b), kw)
+    # class weights (ce_weight): MEAN divides by the batch's W in every chunk; with z-loss the z terms by the count
+    cw = class_weights(50, device, dtype, zero=(3,))
+    for kw in ({"chunk_size": 8}, {"reduction": "sum", "chunk_size": 16, "label_smoothing": 0.1},
+               {"chunk_size": 0, "label_smoothing": 0.2}, {"reduction": "none", "chunk_size": 8},
+               {"chunk_size": 8, "softcap": 1.0, "lse_square_scale": 1e-2, "return_z_loss": True},
+               {"chunk_size": 16, "lse_square_scale": 1e-3, "label_smoothing": 0.1}):
+        yield Sample("37-24-50-ce_weight-" + "-".join(f"{k}{v}" for k, v in kw.items()), (hid, w, t, b),
+                     {"ce_weight": cw, **kw})
+    hid, w, t, _ = flce_inputs(21, 16, 130, device, dtype, ignored=())
+    t[[0, 4]] = 7  # 7 is the ignore_index: an in-range class
+    yield Sample("21-16-130-strided-ignore7-ce_weight", (view(hid, "strided"), w, t),
+                 {"ignore_index": 7, "label_smoothing": 0.2, "chunk_size": 4,
+                  "ce_weight": class_weights(130, device, dtype)})
 
 
 def _flce_ref(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
-              chunk_size=0, accum_dtype=None, **options):
+              chunk_size=0, accum_dtype=None, ce_weight=None, **options):
     return _cross_entropy_ref(F.linear(hidden, weight, bias), target, ignore_index, reduction, label_smoothing,
-                              **options)
+                              weight=ce_weight, **options)
 
 
 def _flce_errors():
@@ -1001,6 +1074,12 @@ def _flce_errors():
                   torch.ops.tinycuda.fused_linear_cross_entropy,
                   (hidden, weight, target, None, -100, "none", 0.0, True, 0, None, 0.0, 0.0, False, torch.ones(3))),
         ErrorCase(rf"{name}: target 6 at row 7 is out of range \[0, 6\)", f, (h, w, t), {"chunk_size": 3}),
+        ErrorCase(rf"{name}: ce_weight must have shape \[10\] \(one weight per class\), got \[6\]", f,
+                  (hidden, weight, target), {"ce_weight": torch.ones(6)}),
+        ErrorCase(rf"{name}: ce_weight has dtype Double but hidden has dtype Float", f, (hidden, weight, target),
+                  {"ce_weight": torch.ones(10, dtype=torch.float64)}),
+        ErrorCase(rf"{name}: ce_weight \(the class weights\) gets no gradient", f,
+                  (hidden.detach().requires_grad_(), weight, target), {"ce_weight": torch.ones(10, requires_grad=True)}),
     ]
 
 
