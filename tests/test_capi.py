@@ -88,6 +88,11 @@ def _cases(x):
     cases.append(("cross_entropy", (logits, target.clamp(min=0), 2), {}, ()))
     for red, grad in (("mean", True), ("none", False)):  # softcap and z-loss, the z terms returned
         cases.append(("cross_entropy", (logits, target, -100, red, 0.0, grad, 3.0, 1e-2, True), {}, ()))
+    cw = torch.rand(c, dtype=dt, device=dev) + 0.5  # class weights, the last positional argument
+    for red in ("mean", "sum", "none"):
+        cases.append(("cross_entropy", (logits, target, -100, red, 0.1, True, 0.0, 0.0, False, cw), {}, ()))
+    cases.append(("cross_entropy", (logits, target, -100, "mean", 0.2, True, 3.0, 1e-2, True, cw), {}, ()))
+    cases.append(("cross_entropy", (logits, target, -100, "mean", 0.0, False, 0.0, 1e-2, False, cw), {}, ()))
     return cases
 
 
@@ -222,6 +227,30 @@ def test_fused_linear_cross_entropy_options_match_the_torch_op(device, dtype, re
     _same(z, _torch(ours[4]))
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("z_loss", [False, True], ids=["plain", "softcap_zloss"])
+def test_fused_linear_cross_entropy_ce_weight_matches_the_torch_op(device, dtype, reduction, z_loss):
+    """Class weights (ce_weight, one of them 0): the batch's W given to every chunk in both doors, and
+    with z-loss each row's z term apart ('mean' divides it by the count); within the torch op's own error
+    against float64 (conftest's rule)."""
+    hidden, weight, target, b = _flce_inputs(37, 19, 23, dtype, device, True)
+    cw = torch.rand(23, dtype=dtype, device=device) + 0.5
+    cw[2] = 0
+    scale = torch.rand(37, dtype=dtype, device=device) if reduction == "none" else None
+    options = (2.0, 1e-2, True) if z_loss else (0.0, 0.0, False)
+    args = (hidden, weight, target, b, -100, reduction, 0.1, True, 8, None, *options, scale, cw)
+    ours = capi.fused_linear_cross_entropy(*map(_to_capi, args))
+    torch_op = T.fused_linear_cross_entropy(*args)
+    ref = T.fused_linear_cross_entropy(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                                         else a for a in args])
+    assert len(ours) == 4 + z_loss
+    for i, (o, t, r) in enumerate(zip(ours, torch_op, ref)):
+        o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+        assert_matches(o.to(device), t, r.to(device), grad=i in (1, 2, 3), rtol32=1e-5, atol32=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_linear_cross_entropy_accum_dtype_float32(device, dtype):
@@ -245,17 +274,22 @@ def test_fused_linear_cross_entropy_accum_dtype_float32(device, dtype):
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("chunk_size", [1, 5, 1000])
-def test_fused_linear_cross_entropy_bit_for_bit_with_the_unfused_capi_calls(dtype, chunk_size):
+@pytest.mark.parametrize("weighted", [False, True], ids=["", "ce_weight"])
+def test_fused_linear_cross_entropy_bit_for_bit_with_the_unfused_capi_calls(dtype, chunk_size, weighted):
     """Where the arithmetic is the same: each row's loss and grad_hidden for
     any chunking; grad_weight and grad_bias with one chunk."""
     hidden, weight, target, b = map(_to_capi, _flce_inputs(21, 17, 11, dtype, "cpu", True))
+    cw = _to_capi(torch.rand(11).to(dtype) + 0.5) if weighted else None
     logits = capi.linear(hidden, weight, b)
-    row_loss, _ = capi.cross_entropy(logits, target, reduction="none", label_smoothing=0.2, compute_grad=True)
-    _, grad = capi.cross_entropy(logits, target, reduction="sum", label_smoothing=0.2, compute_grad=True)
+    row_loss, _ = capi.cross_entropy(logits, target, reduction="none", label_smoothing=0.2, compute_grad=True,
+                                     weight=cw)
+    _, grad = capi.cross_entropy(logits, target, reduction="sum", label_smoothing=0.2, compute_grad=True, weight=cw)
     gh, gw, gb = capi.linear_backward(grad, hidden, weight)
-    loss_none = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "none", 0.2, chunk_size=chunk_size)
+    loss_none = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "none", 0.2, chunk_size=chunk_size,
+                                                ce_weight=cw)
     _same(loss_none, torch.as_tensor(row_loss) if not isinstance(row_loss, torch.Tensor) else row_loss)
-    ours = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "sum", 0.2, True, chunk_size)
+    ours = capi.fused_linear_cross_entropy(hidden, weight, target, b, -100, "sum", 0.2, True, chunk_size,
+                                           ce_weight=cw)
     wrap = lambda a: torch.from_numpy(a) if isinstance(a, np.ndarray) else a  # noqa: E731
     _same(ours[1], wrap(gh))
     if chunk_size >= 21:

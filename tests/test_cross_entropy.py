@@ -148,5 +148,40 @@ def test_cross_entropy_module_is_a_drop_in():
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
         legacy = tinycuda.nn.CrossEntropyLoss(reduce=False)  # torch's deprecated arguments still map
     assert legacy.reduction == "none" and legacy(x, t).shape == (6,)
-    with pytest.raises(ValueError, match=r"tinycuda.nn.CrossEntropyLoss: class weights are not supported"):
-        tinycuda.nn.CrossEntropyLoss(weight=torch.ones(11))
+
+
+
+def test_cross_entropy_module_with_class_weights_is_a_drop_in(device):
+    """torch's `weight` buffer: the same state_dict keys, loaded from torch's module, moved by .to()."""
+    w = torch.rand(11) + 0.5
+    ref = torch.nn.CrossEntropyLoss(weight=w, ignore_index=2, label_smoothing=0.1)
+    ours = tinycuda.nn.CrossEntropyLoss(weight=torch.ones(11), ignore_index=2, label_smoothing=0.1)
+    assert ours.state_dict().keys() == ref.state_dict().keys() == {"weight"}
+    ours.load_state_dict(ref.state_dict())
+    ours, ref = ours.to(device), ref.to(device)
+    x = torch.randn(9, 11, device=device, dtype=torch.float64, requires_grad=True)
+    t = torch.randint(0, 11, (9,), device=device)
+    t[3] = 2
+    ref, ours = ref.double(), ours.double()
+    torch.testing.assert_close(ours(x, t), ref(x, t))
+    g, g_ref = (torch.autograd.grad(f(x, t), x)[0] for f in (ours, ref))
+    torch.testing.assert_close(g, g_ref)
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_cross_entropy_weighted_mean_of_nothing_is_nan(device, rows):
+    """'mean' with class weights divides by W, the weights of the targets not ignored: 0 rows, every
+    row ignored, or every target of weight 0 give NaN, as torch's."""
+    x = torch.randn(rows, 5, device=device)
+    w = torch.rand(5, device=device) + 0.5
+    for t, wt in ((torch.full((rows,), -100, device=device), w),
+                  (torch.zeros(rows, dtype=torch.long, device=device), torch.cat([w.new_zeros(1), w[1:]]))):
+        ours, ref = tinycuda.cross_entropy(x, t, weight=wt), F.cross_entropy(x, t, weight=wt)
+        assert ours.isnan() and ref.isnan()
+
+
+def test_cross_entropy_weight_without_grad_mode_needs_no_detach():
+    """A weight that requires grad is refused only where a gradient could flow (grad mode on)."""
+    x, t, w = torch.randn(4, 6), torch.tensor([0, 1, 5, 3]), torch.rand(6, requires_grad=True)
+    with torch.no_grad():
+        torch.testing.assert_close(tinycuda.cross_entropy(x, t, weight=w), F.cross_entropy(x, t, weight=w))

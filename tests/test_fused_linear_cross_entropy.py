@@ -70,3 +70,16 @@ def test_flce_module_takes_ligers_argument_order():
     assert "reduction='sum'" in repr(loss_fn)
     with pytest.raises(ValueError, match=r"reduction must be 'mean', 'sum' or 'none', got 'avg'"):
         tinycuda.nn.FusedLinearCrossEntropyLoss(reduction="avg")
+
+
+def test_flce_module_ce_weight_is_a_buffer():
+    """ce_weight: the class weights, kept as a buffer (in the state_dict, moved by .to()) when given."""
+    cw = torch.rand(10) + 0.5
+    loss_fn = tinycuda.nn.FusedLinearCrossEntropyLoss(label_smoothing=0.1, ce_weight=cw)
+    assert set(loss_fn.state_dict()) == {"ce_weight"}
+    assert not tinycuda.nn.FusedLinearCrossEntropyLoss().state_dict()
+    hidden, weight, target, b = _inputs(8, 6, 10, "cpu", torch.float64, bias=True)
+    loss_fn = loss_fn.double()
+    ref = BY_NAME["fused_linear_cross_entropy"].ref
+    torch.testing.assert_close(loss_fn(weight, hidden, target, b),
+                               ref(hidden, weight, target, b, label_smoothing=0.1, ce_weight=cw.double()))
