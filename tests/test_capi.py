@@ -247,7 +247,7 @@ def test_fused_linear_cross_entropy_ce_weight_matches_the_torch_op(device, dtype
                                          else a for a in args])
     assert len(ours) == 4 + z_loss
     for i, (o, t, r) in enumerate(zip(ours, torch_op, ref)):
-        o = torch.from_numpy(np.asarray(o)) if not isinstance(o, torch.Tensor) else o
+        o = _torch(o)
         assert_matches(o.to(device), t, r.to(device), grad=i in (1, 2, 3), rtol32=1e-5, atol32=1e-5)
 
 

@@ -10,21 +10,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from torch._subclasses.fake_tensor import FakeTensorMode
+
 import tinycuda
-from conftest import check_compiled, requires_cuda
+from conftest import assert_matches, check_compiled, requires_cuda
 from tinycuda.optable import targets
 
 pytestmark = pytest.mark.racecheck
 OP = torch.ops.tinycuda
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["", "weight"])
 @pytest.mark.parametrize("rows", [4, 0])
-def test_cross_entropy_all_ignored_or_no_rows(device, rows):
+def test_cross_entropy_all_ignored_or_no_rows(device, rows, weighted):
     x = torch.randn(rows, 9, device=device, requires_grad=True)
     t = torch.full((rows,), -100, device=device)
-    for reduction, eps in (("mean", 0.0), ("mean", 0.1), ("sum", 0.0), ("none", 0.1)):
-        ours = tinycuda.cross_entropy(x, t, reduction=reduction, label_smoothing=eps)
-        ref = F.cross_entropy(x, t, reduction=reduction, label_smoothing=eps)
+    w = torch.rand(9, device=device) + 0.5 if weighted else None
+    for reduction, eps in (("mean", 0.0), ("mean", 0.1), ("sum", 0.0), ("sum", 0.1), ("none", 0.1)):
+        ours = tinycuda.cross_entropy(x, t, reduction=reduction, label_smoothing=eps, weight=w)
+        ref = F.cross_entropy(x, t, reduction=reduction, label_smoothing=eps, weight=w)
         torch.testing.assert_close(ours, ref, equal_nan=True)  # mean: 0 / 0 = NaN, as torch
         g = torch.ones_like(ours)
         torch.testing.assert_close(torch.autograd.grad(ours, x, g)[0], torch.zeros_like(x))
@@ -128,12 +132,15 @@ def test_cross_entropy_module_compiles_to_cuda_graphs():
     check_compiled(model, (x, t), wrt=list(model.parameters()), mode="reduce-overhead")
 
 
-def test_cross_entropy_bitwise_deterministic(device, dtype):
+@pytest.mark.parametrize("weighted", [False, True], ids=["", "weight"])
+def test_cross_entropy_bitwise_deterministic(device, dtype, weighted):
+    """Fixed-order reductions only (no float atomics): with class weights W and Wsum too."""
     x = torch.randn(300, 4099, device=device, dtype=dtype, requires_grad=True)
     t = targets(300, 4099, device, ignored=(0, 7))
+    w = (torch.rand(4099, device=device) + 0.5).to(dtype) if weighted else None
     runs = []
     for _ in range(3):
-        loss = tinycuda.cross_entropy(x, t, label_smoothing=0.05)
+        loss = tinycuda.cross_entropy(x, t, label_smoothing=0.05, weight=w)
         runs.append((loss, torch.autograd.grad(loss * 1.5, x)[0]))
     for loss, grad in runs[1:]:
         assert torch.equal(loss, runs[0][0]) and torch.equal(grad, runs[0][1])
@@ -148,7 +155,6 @@ def test_cross_entropy_module_is_a_drop_in():
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
         legacy = tinycuda.nn.CrossEntropyLoss(reduce=False)  # torch's deprecated arguments still map
     assert legacy.reduction == "none" and legacy(x, t).shape == (6,)
-
 
 
 def test_cross_entropy_module_with_class_weights_is_a_drop_in(device):
@@ -185,3 +191,111 @@ def test_cross_entropy_weight_without_grad_mode_needs_no_detach():
     x, t, w = torch.randn(4, 6), torch.tensor([0, 1, 5, 3]), torch.rand(6, requires_grad=True)
     with torch.no_grad():
         torch.testing.assert_close(tinycuda.cross_entropy(x, t, weight=w), F.cross_entropy(x, t, weight=w))
+
+
+def _weighted_case(rows, cols, device, dtype=torch.float64):
+    """Logits, targets with every third row (from the second) at an in-range ignore_index (the last
+    class; -100 for one class), the first at class 0, and weights: a strided view, with a 0 and a negative weight where
+    there are classes enough (torch takes any real weights)."""
+    x = torch.randn(rows, cols, device=device, dtype=dtype)
+    ignore = cols - 1 if cols > 1 else -100
+    t = torch.randint(0, cols, (rows,), device=device)
+    t[1::3] = ignore
+    t[0] = 0  # W > 0: one target of a positive weight
+    w = torch.empty(2 * cols, device=device, dtype=dtype)[::2]
+    w.copy_(torch.rand(cols, device=device) + 0.5)
+    if cols > 2:
+        w[1] = 0
+    if cols > 3:
+        w[2] = -0.75
+    return x, t, ignore, w
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 1), (5, 3), (9, 1030), (4, 8195)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("eps", [0.0, 0.3, 1.0])
+def test_cross_entropy_class_weights_match_torch_in_float64(device, shape, reduction, eps):
+    """torch's formula exactly: loss_i = (1 - eps) w_t nll_i + eps / V sum_c w_c (-log p_ic), 0 on ignored
+    rows, 'mean' dividing both terms by W = sum of w_t over the rows not ignored; loss and gradient
+    (a random grad_loss for 'none') against F.cross_entropy in float64."""
+    x, t, ignore, w = _weighted_case(*shape, device)
+    x.requires_grad_()
+    kw = dict(reduction=reduction, label_smoothing=eps, ignore_index=ignore, weight=w)
+    ours, ref = tinycuda.cross_entropy(x, t, **kw), F.cross_entropy(x, t, **kw)
+    torch.testing.assert_close(ours, ref)
+    g = torch.randn_like(ref)
+    torch.testing.assert_close(torch.autograd.grad(ours, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_class_weights_low_precision(device, dtype, reduction):
+    """fp16/bf16/fp32 logits with weights of their dtype (torch requires the same dtype): within
+    the torch op's own error against the float64 reference (conftest's rule)."""
+    x, t, ignore, w = _weighted_case(11, 523, device, dtype)
+    x.requires_grad_()
+    kw = dict(reduction=reduction, label_smoothing=0.1, ignore_index=ignore)
+    ours = tinycuda.cross_entropy(x, t, weight=w, **kw)
+    same = F.cross_entropy(x, t, weight=w, **kw)
+    x64 = x.detach().double().requires_grad_()
+    ref = F.cross_entropy(x64, t, weight=w.double(), **kw)
+    assert_matches(ours, same, ref)
+    g = torch.randn_like(ref)
+    assert_matches(torch.autograd.grad(ours, x, g.to(dtype))[0], torch.autograd.grad(same, x, g.to(dtype))[0],
+                   torch.autograd.grad(ref, x64, g)[0], grad=True)
+
+
+def test_cross_entropy_weight_of_an_ignored_class_stays_out(device):
+    """An in-range ignore_index whose weight is inf or NaN: its rows add nothing to W, as torch's
+    (no smoothing: Wsum, which holds every class, is not used)."""
+    x, t, ignore, w = _weighted_case(10, 7, device)
+    for bad in (math.inf, math.nan):
+        w[ignore] = bad
+        for reduction in ("mean", "sum"):
+            kw = dict(reduction=reduction, ignore_index=ignore, weight=w)
+            ours, ref = tinycuda.cross_entropy(x, t, **kw), F.cross_entropy(x, t, **kw)
+            assert ref.isfinite()
+            torch.testing.assert_close(ours, ref)
+
+
+_BAD_WEIGHTS = [
+    (lambda: torch.ones(4), r"weight must have shape \[5\] \(one weight per class\), got \[4\]"),
+    (lambda: torch.ones(5, 1), r"weight must have shape \[5\] \(one weight per class\), got \[5, 1\]"),
+    (lambda: torch.ones(()), r"weight must have shape \[5\] \(one weight per class\), got \[\]"),
+    (lambda: torch.ones(5, dtype=torch.float64), r"weight has dtype (Double|torch.float64) but logits has dtype"),
+    (lambda: torch.ones(5, dtype=torch.int64), r"weight must be float32, float16, bfloat16 or float64, got"),
+]
+
+
+@pytest.mark.parametrize("make,match", _BAD_WEIGHTS, ids=["short", "2d", "0d", "float64", "int64"])
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_cross_entropy_bad_weight_errors_in_both_kernels(make, match, mode):
+    """The C++ checks and the fake (meta) kernel's name the op and the argument alike, in one order."""
+    x, t, w = torch.randn(3, 5), torch.tensor([0, 4, 2]), make()
+    with pytest.raises(RuntimeError, match=r"tinycuda::cross_entropy: " + match):
+        if mode == "fake":
+            with FakeTensorMode() as m:
+                OP.cross_entropy(m.from_tensor(x), m.from_tensor(t), weight=m.from_tensor(w))
+        else:
+            OP.cross_entropy(x, t, weight=w)
+
+
+def test_cross_entropy_half_logits_with_float32_weight_raise_as_torch():
+    """torch requires weight's dtype to be the input's ("expected scalar type BFloat16 but found Float"):
+    so does the op, naming it, in both kernels; the nn module follows its buffer's dtype (.to())."""
+    x, t, w = torch.randn(3, 5, dtype=torch.bfloat16), torch.tensor([0, 4, 2]), torch.rand(5)
+    with pytest.raises(RuntimeError, match="expected scalar type BFloat16 but found Float"):
+        F.cross_entropy(x, t, weight=w)
+    match = r"tinycuda::cross_entropy: weight has dtype (Float|torch.float32) but logits has dtype"
+    with pytest.raises(RuntimeError, match=match):
+        tinycuda.cross_entropy(x, t, weight=w)
+    with FakeTensorMode() as m, pytest.raises(RuntimeError, match=match):
+        OP.cross_entropy(m.from_tensor(x), m.from_tensor(t), weight=m.from_tensor(w))
+    module = tinycuda.nn.CrossEntropyLoss(weight=w).to(torch.bfloat16)
+    torch.testing.assert_close(module(x, t), F.cross_entropy(x, t, weight=w.to(torch.bfloat16)))
+
+
+def test_cross_entropy_fake_weight_on_another_device():
+    """The fake names the device mismatch as the C++ check does (a CUDA weight for CPU logits)."""
+    with FakeTensorMode() as m, pytest.raises(RuntimeError, match=r"tinycuda::cross_entropy: weight is on cuda"):
+        OP.cross_entropy(m.from_tensor(torch.randn(3, 5)), m.from_tensor(torch.tensor([0, 4, 2])),
+                         weight=torch.ones(5, device="cuda"))

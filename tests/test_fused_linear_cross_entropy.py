@@ -83,3 +83,26 @@ def test_flce_module_ce_weight_is_a_buffer():
     ref = BY_NAME["fused_linear_cross_entropy"].ref
     torch.testing.assert_close(loss_fn(weight, hidden, target, b),
                                ref(hidden, weight, target, b, label_smoothing=0.1, ce_weight=cw.double()))
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")], ids=["inf", "nan"])
+def test_flce_weight_of_an_ignored_class_stays_out_of_w(device, bad):
+    """'mean' with ce_weight: the batch's W sums the weights of the targets not ignored only, so an
+    inf or NaN weight of an in-range ignore_index does not reach it (torch's masked_select), in the
+    torch op and the capi's chunked loop; the z terms apart by the count (cross_entropy.h)."""
+    from tinycuda import capi
+    hidden, weight, target, b = _inputs(13, 6, 9, device, torch.float64, bias=True, ignored=())
+    target[[1, 5, 6]] = 4
+    cw = torch.rand(9, device=device, dtype=torch.float64) + 0.5
+    cw[4] = bad
+    ref = torch.nn.functional.cross_entropy(hidden @ weight.T + b, target, weight=cw, ignore_index=4)
+    assert ref.isfinite()
+    for zs in (0.0, 1e-2):
+        ours = tinycuda.fused_linear_cross_entropy(hidden, weight, target, b, 4, chunk_size=4, ce_weight=cw,
+                                                   lse_square_scale=zs)
+        via_capi = capi.fused_linear_cross_entropy(hidden, weight, target, b, 4, chunk_size=4, ce_weight=cw,
+                                                   lse_square_scale=zs)
+        if zs == 0:
+            torch.testing.assert_close(ours, ref)
+        assert ours.isfinite() and via_capi.isfinite()
+        torch.testing.assert_close(torch.as_tensor(via_capi, device=device), ours)

@@ -857,7 +857,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         xp = _xp(hidden, h.device)
         tt, cw = xp.asarray(target), _astype(xp.asarray(ce_weight), acc)
         w_valid = _empty(op, h, (), acc)
-        w_valid[...] = (cw[tt.clip(0, nc - 1)] * (tt != ignore_index)).sum()
+        # ignored rows by a select, not a product: an inf or NaN weight of an in-range ignore_index stays out
+        w_valid[...] = xp.where(tt != ignore_index, cw[tt.clip(0, nc - 1)], 0).sum()
         if lse_square_scale > 0:  # each row's z term apart: MEAN divides them by n_valid, not W
             z_rows_w = _empty(op, h, (n,), acc)
     z_rows = _empty(op, h, (n,)) if return_z_loss and none else None

@@ -937,7 +937,7 @@ def _cross_entropy_ref(logits, target, ignore_index=-100, reduction="mean", labe
     if reduction != "none":
         div = valid.sum() if reduction == "mean" else 1
         if weight is not None and reduction == "mean":  # torch's W: the weights of the targets not ignored
-            loss = ce.sum() / weight[target.clamp(min=0)].mul(valid).sum() + z.sum() / div
+            loss = ce.sum() / weight[target[valid]].sum() + z.sum() / div
         else:
             loss = loss.sum() / div
         z = z.sum() / div
@@ -980,7 +980,8 @@ def _cross_entropy_errors():
                   {"weight": torch.ones(4, dtype=torch.float64)}),
         ErrorCase(rf"{ce}: weight must be float32, float16, bfloat16 or float64, got Long", f, (x, t),
                   {"weight": torch.ones(4, dtype=torch.long)}),
-        ErrorCase(rf"{ce}: weight is on meta but logits is on cpu", f, (x, t), {"weight": torch.ones(4, device="meta")}),
+        ErrorCase(rf"{ce}: weight is on meta but logits is on cpu", f, (x, t),
+                  {"weight": torch.ones(4, device="meta")}),
         ErrorCase(rf"{ce}: weight \(the class weights\) gets no gradient", f, (x.clone().requires_grad_(), t),
                   {"weight": torch.ones(4, requires_grad=True)}),
     ]
@@ -1079,7 +1080,8 @@ def _flce_errors():
         ErrorCase(rf"{name}: ce_weight has dtype Double but hidden has dtype Float", f, (hidden, weight, target),
                   {"ce_weight": torch.ones(10, dtype=torch.float64)}),
         ErrorCase(rf"{name}: ce_weight \(the class weights\) gets no gradient", f,
-                  (hidden.detach().requires_grad_(), weight, target), {"ce_weight": torch.ones(10, requires_grad=True)}),
+                  (hidden.detach().requires_grad_(), weight, target),
+                  {"ce_weight": torch.ones(10, requires_grad=True)}),
     ]
 
 

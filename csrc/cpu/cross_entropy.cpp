@@ -32,17 +32,17 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
     using A = acc_t<T>;
     const T* w = static_cast<const T*>(p->weight);  // NULL: every class weighs 1
     const double n_valid = p->n_valid ? double(*p->n_valid) : double(count);
-    // with weights: Wsum (all classes) and W (the MEAN divisor of the weighted terms)
+    const bool mean = p->reduction == TC_REDUCTION_MEAN;
+    // with weights: Wsum (all classes) and, for MEAN, W (the divisor of the weighted terms)
     double wsum = 0, w_valid = 0;
     if (w) {
       for (int64_t c = 0; c < cols; ++c) wsum += double(to_acc(w[c]));
-      if (p->target_weight_sum)
+      if (mean && p->target_weight_sum)
         w_valid = double(*static_cast<const A*>(p->target_weight_sum));
-      else
+      else if (mean)
         for (int64_t r = 0; r < rows; ++r)
           if (p->target[r] != p->ignore_index) w_valid += double(to_acc(w[p->target[r]]));
     }
-    const bool mean = p->reduction == TC_REDUCTION_MEAN;
     const double scale = mean ? 1.0 / (w ? w_valid : n_valid) : 1.0, scale_z = mean ? 1.0 / n_valid : 1.0;
     const double eps = p->label_smoothing, smooth = eps / double(cols), cap = p->softcap;
     const double zs = p->lse_square_scale;
@@ -81,7 +81,8 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
           }
         } else if (g) {
           // p ((1-eps) w_t + eps/V Wsum) scale + p 2 zs lse scale_z - (1-eps) w_t scale [c == t] - eps/V w_c scale
-          const double inv_s = (((1.0 - eps) * wt + smooth * wsum) * scale + (zs > 0 ? 2.0 * zs * lse * scale_z : 0.0)) / s;
+          const double inv_s =
+              (((1.0 - eps) * wt + smooth * wsum) * scale + (zs > 0 ? 2.0 * zs * lse * scale_z : 0.0)) / s;
           const double at_target = (1.0 - eps) * wt * scale, bias = smooth * scale;
           for (int64_t c = 0; c < cols; ++c) {
             const double xc = logit(c), prob = std::exp(xc - m) * inv_s;
@@ -99,7 +100,9 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
       total += w ? loss : row;  // with weights the z terms apart (MEAN divides them by n_valid)
     }
     const double div = mean ? n_valid : 1.0;
-    const double reduced = !w ? total / div : mean ? total / w_valid + (zs > 0 ? total_z / n_valid : 0.0) : total + total_z;
+    const double reduced = !w     ? total / div
+                           : mean ? total / w_valid + (zs > 0 ? total_z / n_valid : 0.0)
+                                  : total + total_z;
     if (p->loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->loss) = from_acc<T>(A(reduced));
     if (p->z_loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->z_loss) = from_acc<T>(A(total_z / div));
     return TC_OK;

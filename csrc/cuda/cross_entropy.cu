@@ -338,6 +338,9 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       }
       merge_row<WIDTH>(m, s, sum_x, scratch);
       online_finish(m, s);
+      // A NaN logit (which fmax skips) makes the row NaN. Weighted with smoothing sum_x is
+      // sum w_c x_c, so a -inf logit of weight 0 trips this too: the loss is NaN as torch's,
+      // but the row's gradient is NaN where torch's (and the CPU's) is finite.
       if (sum_x != sum_x) s = A(NAN);
       const A wt = w_at(t);
       if constexpr (WEIGHTED)
@@ -360,7 +363,8 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
           bias = -smooth * scale;
           at_target = one_minus_eps * wt * scale;
         } else {
-          p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * scale / s, bias = -smooth * scale,
+          p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * scale / s;
+          bias = -smooth * scale;
           at_target = one_minus_eps * scale;
         }
         auto grad_of = [&](A x0, int c) {

@@ -105,10 +105,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
 
   at::Tensor row_loss = at::empty({n}, h.options().dtype(acc));
   const at::Tensor n_valid = red == TC_REDUCTION_MEAN ? t.ne(ignore_index).sum() : at::Tensor();
-  // MEAN with class weights: the batch's W (targets clamped for the gather: the core checks their range)
+  // MEAN with class weights: the batch's W (targets clamped for the gather: the core checks their range;
+  // ignored rows zeroed by a fill, not a product, so an inf or NaN weight of an in-range ignore_index
+  // stays out of W, as in torch's)
   const bool weighted = cw.defined(), mean = red == TC_REDUCTION_MEAN;
   const at::Tensor w_valid =
-      weighted && mean ? cw.to(acc).index_select(0, t.clamp(0, v - 1)).mul(t.ne(ignore_index)).sum() : at::Tensor();
+      weighted && mean
+          ? cw.to(acc).index_select(0, t.clamp(0, v - 1)).masked_fill_(t.eq(ignore_index), 0).sum()
+          : at::Tensor();
   // ... and each row's z term apart, which MEAN divides by n_valid, not W
   at::Tensor row_z = weighted && mean && lse_square_scale > 0 ? at::empty({n}, h.options().dtype(acc)) : at::Tensor();
   at::Tensor grad_hidden = empty_contiguous(compute_grad ? h.sizes() : at::IntArrayRef{0}, h);

@@ -71,13 +71,17 @@ def check_target(op, rows, target):
 
 
 def check_class_weight(op, weight, name, like, like_name, classes=None):
+    """The C++ layer's class_weight() checks, in its order (cross_entropy_args.h)."""
     if weight is None:
         return
     classes = like.shape[1] if classes is None else classes
-    torch._check(weight.dtype == like.dtype,
-                 lambda: f"tinycuda::{op}: {name} has dtype {weight.dtype} but {like_name} has dtype {like.dtype}")
+    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+    torch._check(weight.dtype in floats,
+                 lambda: f"tinycuda::{op}: {name} must be float32, float16, bfloat16 or float64, got {weight.dtype}")
     torch._check(weight.device == like.device,
                  lambda: f"tinycuda::{op}: {name} is on {weight.device} but {like_name} is on {like.device}")
+    torch._check(weight.dtype == like.dtype,
+                 lambda: f"tinycuda::{op}: {name} has dtype {weight.dtype} but {like_name} has dtype {like.dtype}")
     torch._check(weight.dim() == 1 and weight.shape[0] == classes,
                  lambda: f"tinycuda::{op}: {name} must have shape [{classes}] (one weight per class), got "
                          f"{list(weight.shape)}")
