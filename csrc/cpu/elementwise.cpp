@@ -1,7 +1,12 @@
-// elementwise family, CPU: y = f(x) over a strided x (kit/pointwise.h's
-// strided loop), grad_x = f'(...) * grad_y over contiguous buffers.
+// elementwise family, CPU: the unary and binary ops over strided operands
+// (kit/pointwise.h's strided loop), the unary backward over contiguous
+// buffers, the binary backward strided like its forward.
 #include "../shared/elementwise_math.h"
 #include "kit/pointwise.h"
+
+namespace {
+tc_status worker_failed(const char* op) { return tc_fail(TC_ERR_INTERNAL, "%s: a worker thread failed", op); }
+}  // namespace
 
 tc_status tc_unary_cpu(const tc_unary_params* p) {
   TC_RETURN_IF_ERROR(unary_check(p));
@@ -10,9 +15,9 @@ tc_status tc_unary_cpu(const tc_unary_params* p) {
   return dispatch_unary(p->op, [&](auto k) {
     return dispatch_cpu(p->dtype, unary_name(p->op), [&](auto tag) {
       using T = decltype(tag);
-      const UnaryFn<decltype(k)::value> f{p->alpha, p->beta};
-      if (!strided_unary_cpu(l, static_cast<const T*>(p->x), static_cast<T*>(p->y), f))
-        return tc_fail(TC_ERR_INTERNAL, "%s: a worker thread failed", unary_name(p->op));
+      const Operand<T> in[1] = {{static_cast<const T*>(p->x)}};
+      if (!strided_cpu(l, in, static_cast<T*>(p->y), UnaryFn<decltype(k)::value>{p->alpha, p->beta}))
+        return worker_failed(unary_name(p->op));
       return TC_OK;
     });
   });
@@ -23,5 +28,42 @@ tc_status tc_unary_backward_cpu(const tc_unary_backward_params* p) {
   return dispatch_unary(p->op, [&](auto k) {
     return pointwise_cpu<true>(unary_name(p->op, true), p->dtype, p->n, p->grad_y, p->saved, p->grad_x,
                                UnaryGradFn<decltype(k)::value>{p->alpha, p->beta});
+  });
+}
+
+tc_status tc_binary_cpu(const tc_binary_params* p) {
+  TC_RETURN_IF_ERROR(binary_check(p));
+  const StridedLayout<2> l = binary_layout(p);
+  if (l.n == 0) return TC_OK;
+  return dispatch_binary(p->op, [&](auto k) {
+    return dispatch_cpu(p->dtype, binary_name(p->op), [&](auto tag) {
+      using T = decltype(tag);
+      using A = acc_t<T>;
+      const Operand<T> in[2] = {{static_cast<const T*>(p->a), A(p->a_scalar)},
+                                {static_cast<const T*>(p->b), A(p->b_scalar)}};
+      if (!strided_cpu(l, in, static_cast<T*>(p->out), BinaryFn<decltype(k)::value>{p->alpha}))
+        return worker_failed(binary_name(p->op));
+      return TC_OK;
+    });
+  });
+}
+
+tc_status tc_binary_backward_cpu(const tc_binary_backward_params* p) {
+  TC_RETURN_IF_ERROR(binary_check(p));
+  const StridedLayout<3> l = binary_layout(p);
+  if (l.n == 0) return TC_OK;
+  return dispatch_binary(p->op, [&](auto k) {
+    return dispatch_cpu(p->dtype, binary_name(p->op, true), [&](auto tag) {
+      using T = decltype(tag);
+      using A = acc_t<T>;
+      constexpr int OP = decltype(k)::value;
+      const Operand<T> in[3] = {{static_cast<const T*>(p->grad_out)},
+                                {static_cast<const T*>(p->a), A(p->a_scalar)},
+                                {static_cast<const T*>(p->b), A(p->b_scalar)}};
+      bool ok = true;
+      if (p->grad_a) ok = strided_cpu(l, in, static_cast<T*>(p->grad_a), BinaryGradFn<OP, 0>{p->alpha});
+      if (ok && p->grad_b) ok = strided_cpu(l, in, static_cast<T*>(p->grad_b), BinaryGradFn<OP, 1>{p->alpha});
+      return ok ? TC_OK : worker_failed(binary_name(p->op, true));
+    });
   });
 }

@@ -1,16 +1,21 @@
 // elementwise family, CUDA: the unary ops y = f(x) and their backward
-// grad_x = f'(saved) * grad_y (the math: tinycuda/elementwise.h; the element
-// functions: shared/elementwise_math.h, the same the CPU loop runs).
+// grad_x = f'(saved) * grad_y; the binary ops out = f(a, b), broadcast, and
+// their backward grad_a = grad_out * df/da at the output's shape (the math:
+// tinycuda/elementwise.h; the element functions: shared/elementwise_math.h,
+// the same the CPU loops run).
 //
-// Memory-bound, 2 * n * sizeof(T) bytes forward (3 * n backward), a few
-// FLOPs and at most two transcendentals per element. Launch shape:
-//   - x contiguous (after collapsing dims): launch_pointwise, one 16-byte
+// Memory-bound: 2 * n * sizeof(T) bytes for a unary op (3 * n backward),
+// 3 * n for a binary op of two full-size operands, a few FLOPs and at most
+// two transcendentals per element. Launch shape (cuda/kit/pointwise.cuh):
+//   - contiguous unary forward and backward: launch_pointwise, one 16-byte
 //     vector in and out per thread, 256 threads a block;
-//   - x a view (sliced, transposed, expanded): launch_strided_unary, one
-//     16-byte vector of y per thread, x gathered through its strides;
-//   - backward: launch_pointwise over (grad_y, saved), both contiguous.
+//   - views (sliced, transposed, broadcast, host scalars): launch_strided,
+//     one 16-byte vector of the output per thread, vector loads where the
+//     inner dim allows them.
 // One kernel per op (a template over the op): a runtime switch per element
-// would sit in the loop of every op for the sake of one.
+// would sit in the loop of every op for the sake of one. The binary ops live
+// in elementwise_binary.cu: 600 kernels in one file took nvcc 86 s per arch,
+// the longest compile of the build; two files build side by side.
 #include "../shared/elementwise_math.h"
 #include "kit/pointwise.cuh"
 
@@ -18,10 +23,11 @@ tc_status tc_unary_cuda(const tc_unary_params* p) {
   TC_RETURN_IF_ERROR(unary_check(p));
   const StridedLayout<1> l = unary_layout(p);
   if (l.n == 0) return TC_OK;
+  const char* name = unary_name(p->op);
   return dispatch_unary(p->op, [&](auto k) {
     const UnaryFn<decltype(k)::value> f{p->alpha, p->beta};
-    if (l.contiguous()) return launch_pointwise<false>(unary_name(p->op), p->dtype, l.n, p->x, nullptr, p->y, p->stream, f);
-    return launch_strided_unary(unary_name(p->op), p->dtype, l, p->x, p->y, p->stream, f);
+    if (l.contiguous()) return launch_pointwise<false>(name, p->dtype, l.n, p->x, nullptr, p->y, p->stream, f);
+    return launch_strided<1>(name, p->dtype, l, {p->x}, {0.0}, p->y, p->stream, f);
   });
 }
 

@@ -1,4 +1,4 @@
-// The elementwise family's op list: each unary op's torch schema (the one
+// The elementwise family's op lists: each unary and binary op's torch schema (the one
 // place its name, arguments and defaults are written) and which value its
 // backward reads. Both doors build their functions from these.
 #include <string>
@@ -27,7 +27,19 @@ const char* const kUnarySchemas[TC_UNARY_COUNT] = {
     "sqrt(Tensor x) -> Tensor",
     "rsqrt(Tensor x) -> Tensor",
 };
+
+const char* const kBinarySchemas[TC_BINARY_COUNT] = {
+    "add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor",
+    "sub(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor",
+    "mul(Tensor a, Tensor b) -> Tensor",
+    "div(Tensor a, Tensor b) -> Tensor",
+    "maximum(Tensor a, Tensor b) -> Tensor",
+    "minimum(Tensor a, Tensor b) -> Tensor",
+    "pow(Tensor a, Tensor b) -> Tensor",
+};
 }  // namespace
+
+const char* tc_binary_schema(int op) { return op >= 0 && op < TC_BINARY_COUNT ? kBinarySchemas[op] : nullptr; }
 
 const char* tc_unary_schema(int op) { return op >= 0 && op < TC_UNARY_COUNT ? kUnarySchemas[op] : nullptr; }
 
@@ -41,15 +53,26 @@ int tc_unary_backward_reads_output(int op) {
   return reads;
 }
 
-const char* unary_name(int op, bool backward) {
-  static const auto names = [] {  // [op][backward], cut from the schemas once
-    static std::string n[TC_UNARY_COUNT][2];
-    for (int i = 0; i < TC_UNARY_COUNT; ++i) {
-      const std::string s = kUnarySchemas[i];
+namespace {
+// "<name>" and "<name>_backward" of each schema, cut once
+template <int N> struct Names {
+  std::string n[N][2];
+  explicit Names(const char* const* schemas) {
+    for (int i = 0; i < N; ++i) {
+      const std::string s = schemas[i];
       n[i][0] = s.substr(0, s.find('('));
       n[i][1] = n[i][0] + "_backward";
     }
-    return n;
-  }();
-  return op >= 0 && op < TC_UNARY_COUNT ? names[op][backward].c_str() : "unary";
+  }
+};
+}  // namespace
+
+const char* binary_name(int op, bool backward) {
+  static const Names<TC_BINARY_COUNT> names(kBinarySchemas);
+  return op >= 0 && op < TC_BINARY_COUNT ? names.n[op][backward].c_str() : "binary";
+}
+
+const char* unary_name(int op, bool backward) {
+  static const Names<TC_UNARY_COUNT> names(kUnarySchemas);
+  return op >= 0 && op < TC_UNARY_COUNT ? names.n[op][backward].c_str() : "unary";
 }

@@ -183,3 +183,82 @@ template <class F> tc_status dispatch_unary(int op, F&& f) {
   static_assert(TC_UNARY_COUNT == 18, "a new unary op needs its case above");
   return tc_fail(TC_ERR_INTERNAL, "unary: op %d has no kernel", op);
 }
+
+// ---------------------------------------------------------------------------
+// binary ops: BinaryMath<OP>::f(a, b, alpha) and the two partials times the
+// incoming gradient, da(g, a, b, alpha), db(g, a, b, alpha), as ATen's
+// derivatives.yaml writes them
+
+template <int OP> struct BinaryMath;
+
+template <> struct BinaryMath<TC_BINARY_ADD> {
+  template <class A> TC_HD static A f(A a, A b, A al) { return a + al * b; }
+  template <class A> TC_HD static A da(A g, A, A, A) { return g; }
+  template <class A> TC_HD static A db(A g, A, A, A al) { return g * al; }
+};
+
+template <> struct BinaryMath<TC_BINARY_SUB> {
+  template <class A> TC_HD static A f(A a, A b, A al) { return a - al * b; }
+  template <class A> TC_HD static A da(A g, A, A, A) { return g; }
+  template <class A> TC_HD static A db(A g, A, A, A al) { return -g * al; }
+};
+
+template <> struct BinaryMath<TC_BINARY_MUL> {
+  template <class A> TC_HD static A f(A a, A b, A) { return a * b; }
+  template <class A> TC_HD static A da(A g, A, A b, A) { return g * b; }
+  template <class A> TC_HD static A db(A g, A a, A, A) { return g * a; }
+};
+
+template <> struct BinaryMath<TC_BINARY_DIV> {
+  template <class A> TC_HD static A f(A a, A b, A) { return a / b; }
+  template <class A> TC_HD static A da(A g, A, A b, A) { return g / b; }
+  template <class A> TC_HD static A db(A g, A a, A b, A) { return -g * a / (b * b); }
+};
+
+// NaN wins; equal operands share the gradient (where(a == b, g / 2, g), zeroed on the losing side)
+template <> struct BinaryMath<TC_BINARY_MAXIMUM> {
+  template <class A> TC_HD static A f(A a, A b, A) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+  template <class A> TC_HD static A da(A g, A a, A b, A) { return a == b ? g / A(2) : (a < b ? A(0) : g); }
+  template <class A> TC_HD static A db(A g, A a, A b, A) { return a == b ? g / A(2) : (a > b ? A(0) : g); }
+};
+
+template <> struct BinaryMath<TC_BINARY_MINIMUM> {
+  template <class A> TC_HD static A f(A a, A b, A) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+  template <class A> TC_HD static A da(A g, A a, A b, A) { return a == b ? g / A(2) : (a > b ? A(0) : g); }
+  template <class A> TC_HD static A db(A g, A a, A b, A) { return a == b ? g / A(2) : (a < b ? A(0) : g); }
+};
+
+template <> struct BinaryMath<TC_BINARY_POW> {
+  template <class A> TC_HD static A f(A a, A b, A) { return std::pow(a, b); }
+  template <class A> TC_HD static A da(A g, A a, A b, A) { return b == A(0) ? A(0) : g * b * std::pow(a, b - A(1)); }
+  template <class A> TC_HD static A db(A g, A a, A b, A) {
+    return a == A(0) && b >= A(0) ? A(0) : g * std::pow(a, b) * std::log(a);
+  }
+};
+
+// f(a, b) for the strided loops; the gradient functors take (g, a, b)
+template <int OP> struct BinaryFn {
+  double alpha;
+  template <class A> TC_HD A operator()(A a, A b) const { return BinaryMath<OP>::f(a, b, A(alpha)); }
+};
+template <int OP, int WHICH> struct BinaryGradFn {  // WHICH 0: d/da, 1: d/db
+  double alpha;
+  template <class A> TC_HD A operator()(A g, A a, A b) const {
+    return WHICH == 0 ? BinaryMath<OP>::da(g, a, b, A(alpha)) : BinaryMath<OP>::db(g, a, b, A(alpha));
+  }
+};
+
+template <class F> tc_status dispatch_binary(int op, F&& f) {
+  using std::integral_constant;
+  switch (op) {
+    case 0: return f(integral_constant<int, 0>{});
+    case 1: return f(integral_constant<int, 1>{});
+    case 2: return f(integral_constant<int, 2>{});
+    case 3: return f(integral_constant<int, 3>{});
+    case 4: return f(integral_constant<int, 4>{});
+    case 5: return f(integral_constant<int, 5>{});
+    case 6: return f(integral_constant<int, 6>{});
+  }
+  static_assert(TC_BINARY_COUNT == 7, "a new binary op needs its case above");
+  return tc_fail(TC_ERR_INTERNAL, "binary: op %d has no kernel", op);
+}

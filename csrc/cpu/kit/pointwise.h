@@ -27,37 +27,60 @@ tc_status pointwise_cpu(const char* op, tc_dtype dtype, int64_t n, const void* a
   });
 }
 
-// out[i] = f(x[off(i)]) for a strided x (shared/elementwise_check.h's
+// One operand of the strided loops: a strided array, or (p NULL) a scalar.
+template <class T> struct Operand {
+  const T* p;
+  acc_t<T> scalar;
+  acc_t<T> at(int64_t off) const { return p ? acc_t<T>(to_acc(p[off])) : scalar; }
+};
+
+// The operands' values at one element into f: f(x, 0) for one, as the
+// pointwise functors take (a, b); f(a, b) or f(g, a, b) for more.
+template <int NARGS, class A, class F> inline A apply(const F& f, const A* v) {
+  if constexpr (NARGS == 1) return f(v[0], A(0));
+  else if constexpr (NARGS == 2) return f(v[0], v[1]);
+  else return f(v[0], v[1], v[2]);
+}
+
+// out[i] = f(in_0[off_0(i)], ...) for strided operands (shared/elementwise_check.h's
 // StridedLayout) into a contiguous out, threaded over ranges of i on large
 // inputs. Each range finds its first coordinates by division, then steps them
-// like an odometer: one add per element, a carry per row.
-template <class T, class F>
-[[nodiscard]] bool strided_unary_cpu(const StridedLayout<1>& l, const T* x, T* out, F f) {
+// like an odometer: one add per operand and element, a carry per row.
+template <int NARGS, class T, class F>
+[[nodiscard]] bool strided_cpu(const StridedLayout<NARGS>& l, const Operand<T> (&in)[NARGS], T* out, F f) {
   using A = acc_t<T>;
   const int64_t threads = threads_for(l.n / 4096, l.n * 16);
   const int64_t chunk = (l.n + threads - 1) / threads;
   return run_threads(threads, [&](int64_t t) {
     const int64_t begin = t * chunk, end = std::min(l.n, begin + chunk);
     if (begin >= end) return;
-    int64_t idx[8] = {}, off = 0, rest = begin;
+    A v[NARGS];
+    if (l.contiguous()) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int k = 0; k < NARGS; ++k) v[k] = in[k].at(i);
+        out[i] = from_acc<T>(apply<NARGS>(f, v));
+      }
+      return;
+    }
+    int64_t idx[8] = {}, off[NARGS] = {}, rest = begin;
     for (int d = l.ndim - 1; d >= 0; --d) {
       idx[d] = rest % l.sizes[d], rest /= l.sizes[d];
-      off += idx[d] * l.strides[0][d];
-    }
-    if (l.contiguous()) {
-      for (int64_t i = begin; i < end; ++i) out[i] = from_acc<T>(f(A(to_acc(x[i])), A(0)));
-      return;
+      for (int k = 0; k < NARGS; ++k) off[k] += idx[d] * l.strides[k][d];
     }
     const int inner = l.ndim - 1;
     for (int64_t i = begin; i < end; ++i) {
-      out[i] = from_acc<T>(f(A(to_acc(x[off])), A(0)));
+      for (int k = 0; k < NARGS; ++k) v[k] = in[k].at(off[k]);
+      out[i] = from_acc<T>(apply<NARGS>(f, v));
       if (inner < 0) continue;  // one element
       int d = inner;
-      ++idx[d], off += l.strides[0][d];
+      ++idx[d];
+      for (int k = 0; k < NARGS; ++k) off[k] += l.strides[k][d];
       while (d > 0 && idx[d] == l.sizes[d]) {  // carry into the next-outer dim
-        off -= idx[d] * l.strides[0][d], idx[d] = 0;
+        for (int k = 0; k < NARGS; ++k) off[k] -= idx[d] * l.strides[k][d];
+        idx[d] = 0;
         --d;
-        ++idx[d], off += l.strides[0][d];
+        ++idx[d];
+        for (int k = 0; k < NARGS; ++k) off[k] += l.strides[k][d];
       }
     }
   });

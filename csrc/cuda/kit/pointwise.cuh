@@ -57,67 +57,138 @@ tc_status launch_pointwise(const char* op, tc_dtype dtype, int64_t n, const void
 }
 
 // ---------------------------------------------------------------------------
-// The strided form: out[i] = f(x[off(i)]) for an x that is a view (sliced,
-// transposed, expanded: shared/elementwise_check.h's StridedLayout, already
-// collapsed to its fewest dims) into a contiguous out. Each thread owns one
-// 16-byte vector of out (4 fp32, 8 fp16/bf16): it finds the first element's
-// coordinates by division once, then steps along the inner dim (a carry
-// re-divides), so the integer divisions cost once per vector, not per
-// element; its stores are one STG.128 where out is aligned (a uniform
-// branch, not a second kernel: 18 ops x 4 dtypes of kernels already).
+// The strided form: out[i] = f(in_0[off_0(i)], ...) for operands that are
+// views (sliced, transposed, broadcast: shared/elementwise_check.h's
+// StridedLayout, already collapsed to its fewest dims) or host scalars, into
+// a contiguous out. Each thread owns one 16-byte vector of out (4 fp32, 8
+// fp16/bf16). Two instances:
+//   INNER_VEC: every operand steps by 1 or 0 along the inner dim, whose size
+//     the vector divides, and sits on the 16-byte grid: one division per
+//     thread finds the row, then one LDG.128 (or one broadcast load) per
+//     operand and one STG.128 (bias adds, row scales, contiguous slices);
+//   otherwise: the first element's coordinates by division, then a step along
+//     the inner dim per element (a carry re-divides), scalar loads and stores.
 
-struct StridedArg {  // StridedLayout<1> by value: 136 bytes of kernel parameters
+template <int NARGS> struct StridedArg {  // StridedLayout<NARGS> by value, with the operands
   int ndim;
-  int64_t sizes[8], strides[8];
+  int64_t sizes[8], strides[NARGS][8];
+  const void* p[NARGS];  // NULL: scalar[k]
+  double scalar[NARGS];
 };
 
-__device__ __forceinline__ int64_t strided_offset(const StridedArg& l, int64_t i, int64_t* idx) {
-  int64_t off = 0;
+template <int NARGS>
+__device__ __forceinline__ void strided_offsets(const StridedArg<NARGS>& l, int64_t i, int64_t* idx,
+                                                int64_t* off) {
+  if (l.ndim == 1) {  // no division: contiguous and 1-D-strided operands
+    idx[0] = i;
+    for (int k = 0; k < NARGS; ++k) off[k] = i * l.strides[k][0];
+    return;
+  }
+  for (int k = 0; k < NARGS; ++k) off[k] = 0;
   for (int d = l.ndim - 1; d >= 0; --d) {
     idx[d] = i % l.sizes[d], i /= l.sizes[d];
-    off += idx[d] * l.strides[d];
+    for (int k = 0; k < NARGS; ++k) off[k] += idx[d] * l.strides[k][d];
   }
-  return off;
 }
 
-template <class T, class F>
+template <int NARGS, class A, class F> __device__ __forceinline__ A apply_args(const F& f, const A* v) {
+  if constexpr (NARGS == 1) return f(v[0], A(0));
+  else if constexpr (NARGS == 2) return f(v[0], v[1]);
+  else return f(v[0], v[1], v[2]);
+}
+
+template <class T, int NARGS, bool INNER_VEC, class F>
 __global__ void __launch_bounds__(256)
-strided_unary_kernel(int64_t n, StridedArg l, const T* __restrict__ x, T* __restrict__ out, bool vec_store, F f) {
+strided_kernel(int64_t n, StridedArg<NARGS> l, T* __restrict__ out, bool vec_store, F f) {
+  using A = acc_t<T>;
   constexpr int V = Vec<T>::size;
   const int64_t i0 = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * V;
   if (i0 >= n) return;
-  int64_t idx[8];
-  int64_t off = strided_offset(l, i0, idx);
-  const int inner = l.ndim - 1;
+  int64_t idx[8], off[NARGS];
+  strided_offsets(l, i0, idx, off);
   Vec<T> o;
+  if constexpr (INNER_VEC) {
+    A v[NARGS][V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    if (i0 + j < n) {
-      o.v[j] = from_acc<T>(f(to_acc(x[off]), acc_t<T>(0)));
-      if (++idx[inner] < l.sizes[inner]) off += l.strides[inner];
-      else off = strided_offset(l, i0 + j + 1, idx);
+    for (int k = 0; k < NARGS; ++k) {
+      const T* p = static_cast<const T*>(l.p[k]);
+      if (p && l.strides[k][l.ndim - 1] == 1) {
+        const Vec<T> in = load_vec(p + off[k]);
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[k][j] = to_acc(in.v[j]);
+      } else {
+        const A s = p ? to_acc(p[off[k]]) : A(l.scalar[k]);
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[k][j] = s;
+      }
     }
-  }
-  if (vec_store && i0 + V <= n) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      A e[NARGS];
+#pragma unroll
+      for (int k = 0; k < NARGS; ++k) e[k] = v[k][j];
+      o.v[j] = from_acc<T>(apply_args<NARGS>(f, e));
+    }
     store_vec(out + i0, o);
   } else {
-    for (int j = 0; j < V && i0 + j < n; ++j) out[i0 + j] = o.v[j];
+    const int inner = l.ndim - 1;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (i0 + j < n) {
+        A e[NARGS];
+#pragma unroll
+        for (int k = 0; k < NARGS; ++k) {
+          const T* p = static_cast<const T*>(l.p[k]);
+          e[k] = p ? to_acc(p[off[k]]) : A(l.scalar[k]);
+        }
+        o.v[j] = from_acc<T>(apply_args<NARGS>(f, e));
+        if (inner < 0) break;  // one element
+        if (++idx[inner] < l.sizes[inner]) {
+#pragma unroll
+          for (int k = 0; k < NARGS; ++k) off[k] += l.strides[k][inner];
+        } else {
+          strided_offsets(l, i0 + j + 1, idx, off);
+        }
+      }
+    }
+    if (vec_store && i0 + V <= n) {
+      store_vec(out + i0, o);
+    } else {
+      for (int j = 0; j < V && i0 + j < n; ++j) out[i0 + j] = o.v[j];
+    }
   }
 }
 
-// ndim >= 1 (a 0-dim or fully contiguous x takes launch_pointwise)
-template <class F>
-tc_status launch_strided_unary(const char* op, tc_dtype dtype, const StridedLayout<1>& layout, const void* x,
-                               void* out, void* stream, F f) {
+// Launches strided_kernel over `layout` for operands `ptrs` (NULL: the
+// matching scalar), picking the INNER_VEC instance where it applies.
+template <int NARGS, class F>
+tc_status launch_strided(const char* op, tc_dtype dtype, const StridedLayout<NARGS>& layout,
+                         const void* const (&ptrs)[NARGS], const double (&scalars)[NARGS], void* out, void* stream,
+                         F f) {
   if (layout.n == 0) return TC_OK;
-  StridedArg l{layout.ndim};
-  for (int d = 0; d < layout.ndim; ++d) l.sizes[d] = layout.sizes[d], l.strides[d] = layout.strides[0][d];
+  StridedArg<NARGS> l{layout.ndim};
+  for (int d = 0; d < layout.ndim; ++d) {
+    l.sizes[d] = layout.sizes[d];
+    for (int k = 0; k < NARGS; ++k) l.strides[k][d] = layout.strides[k][d];
+  }
+  for (int k = 0; k < NARGS; ++k) l.p[k] = ptrs[k], l.scalar[k] = scalars[k];
   return dispatch_cuda(dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
-    const unsigned grid = grid_1d((layout.n + Vec<T>::size - 1) / Vec<T>::size, 256);
-    const T* px = static_cast<const T*>(x);
+    constexpr int V = Vec<T>::size;
+    const int inner = layout.ndim - 1;
+    bool inner_vec = inner >= 0 && layout.sizes[inner] % V == 0 && aligned16(out);
+    for (int k = 0; k < NARGS && inner_vec; ++k) {
+      if (!ptrs[k]) continue;
+      const int64_t si = layout.strides[k][inner];
+      inner_vec = si == 0 || (si == 1 && aligned16(ptrs[k]));
+      for (int d = 0; d < inner && inner_vec; ++d) inner_vec = si == 0 || layout.strides[k][d] % V == 0;
+    }
+    const unsigned grid = grid_1d((layout.n + V - 1) / V, 256);
     T* po = static_cast<T*>(out);
-    strided_unary_kernel<<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, px, po, aligned16(out), f);
+    if (inner_vec)
+      strided_kernel<T, NARGS, true><<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, po, true, f);
+    else
+      strided_kernel<T, NARGS, false><<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, po, aligned16(out), f);
     return check_launch(op);
   });
 }

@@ -1,5 +1,5 @@
 /* elementwise family: the unary math and activation functions, y = f(x),
- * one machinery for all of them.
+ * and the binary arithmetic ops with broadcasting, one machinery for all.
  *
  *   sigmoid      1 / (1 + e^-x)                    f' = y (1 - y)
  *   tanh         tanh x                            f' = 1 - y^2
@@ -29,7 +29,20 @@
  * `ndim` <= 8 dims of `sizes`; y is contiguous in those sizes. Backward: all
  * buffers contiguous, n elements; `saved` is the forward's output y where
  * tc_unary_backward_reads_output(op) (sigmoid, tanh, exp, sqrt, rsqrt:
- * cheaper), else its input x. Computed in float32 (float64 for double). */
+ * cheaper), else its input x. Computed in float32 (float64 for double).
+ *
+ * The binary ops, out = f(a, b), broadcast as torch broadcasts:
+ *   add   a + alpha b      d/da = 1, d/db = alpha
+ *   sub   a - alpha b      d/da = 1, d/db = -alpha
+ *   mul   a b              b, a
+ *   div   a / b            1/b, -a/b^2
+ *   maximum, minimum       NaN propagates; the gradient goes to the larger
+ *                          (smaller) operand, halved between equal ones (torch's rule)
+ *   pow   a^b              b a^(b-1) (0 where b = 0), a^b log a (0 where a = 0 and b >= 0)
+ * a and b are strided views of the output's shape (a broadcast dim has
+ * stride 0), or a host scalar where the pointer is NULL; out is contiguous.
+ * The backward writes each wanted gradient at the output's shape,
+ * grad_a = grad_out * d/da; the caller sums it over a's broadcast dims. */
 #ifndef TINYCUDA_ELEMENTWISE_H
 #define TINYCUDA_ELEMENTWISE_H
 #include "common.h"
@@ -79,14 +92,64 @@ typedef struct {
   void* stream;
 } tc_unary_backward_params;
 
+typedef enum {
+  TC_BINARY_ADD = 0,
+  TC_BINARY_SUB = 1,
+  TC_BINARY_MUL = 2,
+  TC_BINARY_DIV = 3,
+  TC_BINARY_MAXIMUM = 4,
+  TC_BINARY_MINIMUM = 5,
+  TC_BINARY_POW = 6,
+  TC_BINARY_COUNT = 7
+} tc_binary_op;
+
+typedef struct {
+  tc_dtype dtype;
+  tc_binary_op op;
+  double alpha;          /* add, sub: out = a +- alpha b; unused by the others */
+  int ndim;              /* 0 to 8 */
+  int64_t sizes[8];      /* out's shape, the broadcast of a's and b's */
+  int64_t a_strides[8];  /* in elements; 0 along a broadcast dim */
+  int64_t b_strides[8];
+  const void* a;         /* NULL: a is a_scalar */
+  const void* b;         /* NULL: b is b_scalar */
+  double a_scalar, b_scalar;
+  void* out;             /* contiguous */
+  void* stream;
+} tc_binary_params;
+
+typedef struct {
+  tc_dtype dtype;
+  tc_binary_op op;
+  double alpha;
+  int ndim;
+  int64_t sizes[8];
+  int64_t a_strides[8];
+  int64_t b_strides[8];
+  const void* a;
+  const void* b;
+  double a_scalar, b_scalar;
+  const void* grad_out;  /* contiguous in sizes */
+  void* grad_a;          /* contiguous in sizes; NULL: not wanted */
+  void* grad_b;
+  void* stream;
+} tc_binary_backward_params;
+
 /* The op's torch schema (name, arguments, defaults); NULL for an unknown op. */
 TC_API const char* tc_unary_schema(int op);
 /* 1 if the op's backward reads the forward's output, 0 if its input, -1 for an unknown op. */
 TC_API int tc_unary_backward_reads_output(int op);
 
+/* The binary op's torch schema; NULL for an unknown op. */
+TC_API const char* tc_binary_schema(int op);
+
 TC_API tc_status tc_unary_cpu(const tc_unary_params* p);
 TC_API tc_status tc_unary_cuda(const tc_unary_params* p);
 TC_API tc_status tc_unary_backward_cpu(const tc_unary_backward_params* p);
 TC_API tc_status tc_unary_backward_cuda(const tc_unary_backward_params* p);
+TC_API tc_status tc_binary_cpu(const tc_binary_params* p);
+TC_API tc_status tc_binary_cuda(const tc_binary_params* p);
+TC_API tc_status tc_binary_backward_cpu(const tc_binary_backward_params* p);
+TC_API tc_status tc_binary_backward_cuda(const tc_binary_backward_params* p);
 
 #endif
