@@ -76,13 +76,25 @@ def enum_names(enum, include_dir=INCLUDE):
     return sorted(values, key=values.get)
 
 
+def op_names(enum, include_dir=None):
+    """An op list declared as an enum, its constants before the _COUNT one, prefix cut and lowercased:
+    op_names("tc_unary_op") is ["sigmoid", ..., "rsqrt"] (TC_UNARY_LEAKY_RELU: "leaky_relu"). Read from
+    include_dir, by default the source checkout's headers, else (an installed wheel has no csrc/) the copy
+    shipped beside libtinycuda."""
+    names = enum_names(enum, include_dir or (INCLUDE if os.path.isdir(INCLUDE) else SHIPPED_INCLUDE))
+    count = next(n for n in names if n.endswith("_COUNT"))
+    prefix = count[:-len("COUNT")]
+    return [n[len(prefix):].lower() for n in names[:names.index(count)]]
+
+
 def unary_ops(include_dir=None):
-    """The elementwise family's op names in tc_unary_op order ("sigmoid", ..., "rsqrt"):
-    its constants before TC_UNARY_COUNT, lowercased (TC_UNARY_LEAKY_RELU: "leaky_relu").
-    Read from include_dir, by default the source checkout's headers, else (an
-    installed wheel has no csrc/) the copy shipped beside libtinycuda."""
-    names = enum_names("tc_unary_op", include_dir or (INCLUDE if os.path.isdir(INCLUDE) else SHIPPED_INCLUDE))
-    return [n[len("TC_UNARY_"):].lower() for n in names[:names.index("TC_UNARY_COUNT")]]
+    """The elementwise family's unary ops in tc_unary_op order ("sigmoid", ..., "rsqrt")."""
+    return op_names("tc_unary_op", include_dir)
+
+
+def binary_ops(include_dir=None):
+    """The elementwise family's binary ops in tc_binary_op order ("add", ..., "pow")."""
+    return op_names("tc_binary_op", include_dir)
 
 
 def cuda_entry_points(include_dir=INCLUDE):

@@ -9,7 +9,7 @@
 // Operands are read in place, strides and all (a unary op's x of more than 8
 // dims is copied contiguous first); outputs are fresh contiguous tensors.
 // Binary ops broadcast and promote as torch does: a 0-dim CPU tensor beside
-// a CUDA one is a host scalar (how tinycuda.add(x, 2.0) arrives), and an
+// a larger or CUDA one is a host scalar (how tinycuda.add(x, 2.0) arrives), and an
 // operand of another float dtype than the result is converted first (a copy).
 #include <cmath>
 #include <string>
@@ -148,7 +148,12 @@ struct Operand {
   int64_t strides[8] = {};
 };
 
-bool host_scalar(const at::Tensor& t, const at::Tensor& other) { return t.dim() == 0 && t.is_cpu() && !other.is_cpu(); }
+// A 0-dim CPU tensor beside one that is not: read as a number in double, as
+// torch reads it beside a CUDA tensor (and as a Python number arrives), so
+// x + 0.1 adds 0.1 in the compute type, not its rounding to x's dtype.
+bool host_scalar(const at::Tensor& t, const at::Tensor& other) {
+  return t.dim() == 0 && t.is_cpu() && !(other.dim() == 0 && other.is_cpu());
+}
 
 struct Broadcast {
   at::ScalarType dtype;

@@ -1,26 +1,36 @@
 """The elementwise family: the unary math and activation functions y = f(x),
-tinycuda.sigmoid(x) ... tinycuda.rsqrt(x), one public function per op.
+tinycuda.sigmoid(x) ... tinycuda.rsqrt(x), and the binary ops with
+broadcasting, tinycuda.add(a, b) ... tinycuda.pow(a, b), one public function
+per op.
 
-The op list is declared once, in the core: tc_unary_op
-(csrc/include/tinycuda/elementwise.h) names the ops, and the core's schema
-list (csrc/shared/elementwise.cpp) gives each its float arguments and their
+The op lists are declared once, in the core: tc_unary_op and tc_binary_op
+(csrc/include/tinycuda/elementwise.h) name the ops, and the core's schema
+lists (csrc/shared/elementwise.cpp) give each its float arguments and their
 defaults, which the torch layer registers as torch.ops.tinycuda.<name> and
 <name>_backward. This module reads the names from the header
-(tinycuda._build.unary_ops) and the rest from the registered schemas: each
-function's signature and defaults, its fake kernels and its autograd formula.
-A new op is a line in the core's list; nothing here names one.
+(tinycuda._build.unary_ops, binary_ops) and the rest from the registered
+schemas: each function's signature and defaults, its fake kernels and its
+autograd formula. A new op is a line in the core's list; nothing here names one.
 
 x may be any strided view (read in place, up to 8 dims); the result is a new
 contiguous tensor. The backward reads the forward's input x, or its output y
 where that is cheaper (sigmoid, tanh, exp, sqrt, rsqrt): the name of the
 second argument of <name>_backward's schema says which.
+
+A binary op broadcasts a and b and promotes their dtypes as torch does; a
+Python number is a scalar operand (a 0-dim CPU tensor, which the kernels take
+as a host scalar, as torch does beside CUDA tensors). Its backward writes each
+wanted gradient at the broadcast shape; the autograd formula sums it over a's
+(b's) broadcast dims with tinycuda.sum and casts it to a's (b's) dtype.
 """
 import inspect
+import numbers
 
 import torch
 
 from .. import _build
 from ._fake import register_fake
+from .sum import sum as _sum
 
 
 def _op(name):
@@ -28,10 +38,11 @@ def _op(name):
 
 
 def _signature(schema):
-    """The Python signature of a schema: its arguments, with their defaults."""
+    """The Python signature of a schema: its arguments (keyword-only after its *), with their defaults."""
+    P = inspect.Parameter
     return inspect.Signature([
-        inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          default=a.default_value if a.has_default_value() else inspect.Parameter.empty)
+        P(a.name, P.KEYWORD_ONLY if a.kwarg_only else P.POSITIONAL_OR_KEYWORD,
+          default=a.default_value if a.has_default_value() else P.empty)
         for a in schema.arguments])
 
 
@@ -98,9 +109,128 @@ def _register_autograd(name):
     torch.library.register_autograd(f"tinycuda::{name}", backward, setup_context=setup_context)
 
 
-__all__ = _build.unary_ops()
-for _name in __all__:
-    # module globals named abs, exp, log...: this module calls none of the builtins they shadow
+# ---------------------------------------------------------------------------
+# binary ops
+
+def _operands(op, a, b):
+    """a and b as tensors: a Python number becomes a 0-dim CPU tensor, float64 beside a floating tensor (torch
+    computes with the number itself, not its rounding to the tensor's dtype), else of torch's result type, so
+    that tinycuda.add(x, 2) promotes as x + 2 does."""
+    def scalar(v, other):
+        dtype = torch.float64 if other.is_floating_point() else torch.result_type(other, v)
+        return torch.tensor(v, dtype=dtype)
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a, b
+    if isinstance(a, torch.Tensor) and isinstance(b, numbers.Number):
+        return a, scalar(b, a)
+    if isinstance(b, torch.Tensor) and isinstance(a, numbers.Number):
+        return scalar(a, b), b
+    raise TypeError(f"tinycuda.{op}: a and b must be tensors or numbers, at least one a tensor; got "
+                    f"{type(a).__name__} and {type(b).__name__}")
+
+
+def _binary_function(name):
+    op = _op(name)
+    sig = _signature(op.default._schema)
+
+    def fn(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"tinycuda.{name}: {e}") from None
+        bound.arguments["a"], bound.arguments["b"] = _operands(name, bound.arguments["a"], bound.arguments["b"])
+        return op(*bound.args, **bound.kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
+    fn.__signature__ = sig
+    fn.__doc__ = (f"torch.{name}{sig} on tinycuda's kernels (the math: tinycuda/elementwise.h).\n\n"
+                  f"a, b: tensors of any strides, read in place, broadcast and promoted as torch does (float "
+                  f"results), or one of them a number. The result is a new contiguous tensor. Its gradients run "
+                  f"tinycuda::{name}_backward, then tinycuda.sum over broadcast dims.")
+    return fn
+
+
+def _host_scalar(t, other):
+    """A 0-dim CPU tensor beside a tensor that is not one: the kernels read it as a number (as torch does)."""
+    return t.dim() == 0 and t.device.type == "cpu" and not (other.dim() == 0 and other.device.type == "cpu")
+
+
+def _broadcast(op, a, b):
+    """(shape, dtype, device) of the result, checked as the C++ layer checks (csrc/torch/elementwise.cpp)."""
+    dtype = torch.result_type(a, b)
+    torch._check(dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64),
+                 lambda: f"tinycuda::{op}: the result dtype {dtype} (of a {a.dtype} and b {b.dtype}) is not "
+                         f"supported: float32, float16, bfloat16 or float64")
+    sa, sb = _host_scalar(a, b), _host_scalar(b, a)
+    torch._check(sa or sb or a.device == b.device, lambda: f"tinycuda::{op}: b is on {b.device} but a is on {a.device}")
+    nd = max(a.dim(), b.dim())
+    torch._check(nd <= 8, lambda: f"tinycuda::{op}: at most 8 dims, got {nd}")
+    shape = []
+    for d in range(nd):
+        x = a.shape[d - nd + a.dim()] if d - nd + a.dim() >= 0 else 1
+        y = b.shape[d - nd + b.dim()] if d - nd + b.dim() >= 0 else 1
+        torch._check(x == y or x == 1 or y == 1, lambda: f"tinycuda::{op}: a has shape {list(a.shape)} and b has "
+                                                          f"shape {list(b.shape)}, which do not broadcast")
+        shape.append(y if x == 1 else x)
+    return shape, dtype, (b if sa else a).device
+
+
+def _register_binary_fakes(name):
+    @register_fake(f"tinycuda::{name}")
+    def forward(a, b, **floats):
+        shape, dtype, device = _broadcast(name, a, b)
+        return torch.empty(shape, dtype=dtype, device=device)
+
+    @register_fake(f"tinycuda::{name}_backward")
+    def backward(grad_out, a, b, output_mask, **floats):
+        op = name + "_backward"
+        shape, dtype, device = _broadcast(op, a, b)
+        torch._check(list(grad_out.shape) == shape, lambda: f"tinycuda::{op}: grad_out has shape "
+                                                             f"{list(grad_out.shape)} but a and b broadcast to {shape}")
+        torch._check(grad_out.dtype == dtype and grad_out.device == device,
+                     lambda: f"tinycuda::{op}: grad_out ({grad_out.dtype} on {grad_out.device}) must match the "
+                             f"result ({dtype} on {device})")
+        return tuple(torch.empty(shape if want else [0], dtype=dtype, device=device) for want in output_mask)
+
+
+def _sum_to(g, t):
+    """The gradient g of a broadcast result, summed to t's shape and cast to its dtype and device."""
+    lead = g.dim() - t.dim()
+    if lead:
+        g = _sum(g.reshape(-1, *g.shape[lead:]), 0)
+    for d, n in enumerate(t.shape):
+        if n == 1 and g.shape[d] != 1:
+            g = _sum(g, d, True)
+    return g.to(dtype=t.dtype, device=t.device)
+
+
+def _register_binary_autograd(name):
+    backward_op = _op(name + "_backward")
+
+    # torch.library passes the schema's keyword-only arguments (add's alpha) apart, and wants no gradient for them
+    def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+        ctx.save_for_backward(*inputs[:2])
+        ctx.floats, ctx.keywords = inputs[2:], keyword_only_inputs or {}
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        want = list(ctx.needs_input_grad[:2])
+        ga, gb = backward_op(grad, a, b, want, *ctx.floats, **ctx.keywords)
+        return (_sum_to(ga, a) if want[0] else None, _sum_to(gb, b) if want[1] else None,
+                *(None for _ in ctx.floats))
+
+    torch.library.register_autograd(f"tinycuda::{name}", backward, setup_context=setup_context)
+
+
+__all__ = _build.unary_ops() + _build.binary_ops()
+# module globals named abs, exp, log, pow...: this module calls none of the builtins they shadow
+for _name in _build.unary_ops():
     globals()[_name] = _function(_name)
     _register_fakes(_name)
     _register_autograd(_name)
+for _name in _build.binary_ops():
+    globals()[_name] = _binary_function(_name)
+    _register_binary_fakes(_name)
+    _register_binary_autograd(_name)
