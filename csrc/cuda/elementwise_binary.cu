@@ -1,6 +1,6 @@
 // elementwise family, CUDA, the binary ops: out = f(a, b) over broadcast
 // views, and grad_a = grad_out * df/da, grad_b likewise, at the output's shape
-// (one launch each). The file header of elementwise.cu says the launch shape;
+// (one launch each); where(condition, a, b), its condition read as bytes. The file header of elementwise.cu says the launch shape;
 // it is in its own file only to compile beside the unary ops.
 #include "../shared/elementwise_math.h"
 #include "kit/pointwise.cuh"
@@ -30,4 +30,10 @@ tc_status tc_binary_backward_cuda(const tc_binary_backward_params* p) {
                                            BinaryGradFn<OP, 1>{p->alpha}));
     return TC_OK;
   });
+}
+
+tc_status tc_where_cuda(const tc_where_params* p) {
+  TC_RETURN_IF_ERROR(where_check(p));
+  return launch_strided<3, uint8_t>("where", p->dtype, where_layout(p), {p->condition, p->a, p->b},
+                                    {0.0, p->a_scalar, p->b_scalar}, p->out, p->stream, WhereFn{});
 }

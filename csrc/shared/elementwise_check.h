@@ -128,3 +128,18 @@ inline StridedLayout<3> binary_layout(const tc_binary_backward_params* p) {
   const int64_t* strides[3] = {g, p->a ? p->a_strides : none, p->b ? p->b_strides : none};
   return coalesce<3>(p->ndim, p->sizes, strides);
 }
+
+inline tc_status where_check(const tc_where_params* p) {
+  TC_REQUIRE(p, "where: params is NULL");
+  int64_t n;
+  TC_RETURN_IF_ERROR(shape_check("where", p->ndim, p->sizes, &n));
+  TC_REQUIRE(n == 0 || (p->condition && p->out), "where: condition or out is NULL");
+  return TC_OK;
+}
+
+// (condition, a, b)
+inline StridedLayout<3> where_layout(const tc_where_params* p) {
+  static const int64_t none[8] = {};
+  const int64_t* strides[3] = {p->condition_strides, p->a ? p->a_strides : none, p->b ? p->b_strides : none};
+  return coalesce<3>(p->ndim, p->sizes, strides);
+}

@@ -248,6 +248,11 @@ template <int OP, int WHICH> struct BinaryGradFn {  // WHICH 0: d/da, 1: d/db
   }
 };
 
+// where: c is the condition, 0 or 1
+struct WhereFn {
+  template <class A> TC_HD A operator()(A c, A a, A b) const { return c != A(0) ? a : b; }
+};
+
 template <class F> tc_status dispatch_binary(int op, F&& f) {
   using std::integral_constant;
   switch (op) {

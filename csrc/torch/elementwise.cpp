@@ -162,7 +162,41 @@ struct Broadcast {
   const at::Tensor* on;  // a tensor operand: the device and the dtype the core runs in
 };
 
-Broadcast broadcast(const char* op, const at::Tensor& a, const at::Tensor& b) {
+// The broadcast of the named tensors' shapes (right-aligned, torch's rule), at most 8 dims.
+std::vector<int64_t> broadcast_shape(const char* op, std::initializer_list<std::pair<const char*, const at::Tensor*>> ts) {
+  int64_t nd = 0;
+  for (auto& [name, t] : ts) nd = std::max(nd, t->dim());
+  TC_CHECK(nd <= 8, op, "at most 8 dims, got %lld", (long long)nd);
+  std::vector<int64_t> sizes(nd, 1);
+  bool ok = true;
+  for (auto& [name, t] : ts)
+    for (int64_t d = 0; d < t->dim(); ++d) {
+      int64_t& s = sizes[d + nd - t->dim()];
+      ok = ok && (t->size(d) == s || t->size(d) == 1 || s == 1);
+      if (s == 1) s = t->size(d);
+    }
+  if (!ok) {  // "a has shape [3] and b has shape [4]"
+    std::string shapes;
+    size_t i = 0;
+    for (auto& [name, t] : ts) {
+      if (i++) shapes += i == ts.size() ? " and " : ", ";
+      shapes += std::string(name) + " has shape " + shape_str(t->sizes());
+    }
+    TC_CHECK(false, op, "%s, which do not broadcast", shapes.c_str());
+  }
+  return sizes;
+}
+
+// t's element strides in the broadcast shape of nd dims: 0 along a broadcast dim
+void broadcast_strides(const at::Tensor& t, int64_t nd, int64_t* strides) {
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t dt = d - (nd - t.dim());
+    strides[d] = dt >= 0 && t.size(dt) != 1 ? t.stride(dt) : 0;
+  }
+}
+
+Broadcast broadcast(const char* op, const at::Tensor& a, const at::Tensor& b,
+                    const at::Tensor* condition = nullptr) {
   TC_CHECK(a.defined() && b.defined(), op, "a and b must be defined");
   Broadcast r;
   r.dtype = at::result_type(a, b);
@@ -172,26 +206,16 @@ Broadcast broadcast(const char* op, const at::Tensor& a, const at::Tensor& b) {
   const bool a_scalar = host_scalar(a, b), b_scalar = host_scalar(b, a);
   TC_CHECK(a_scalar || b_scalar || a.device() == b.device(), op, "b is on %s but a is on %s",
            b.device().str().c_str(), a.device().str().c_str());
-  const int64_t nd = std::max(a.dim(), b.dim());
-  TC_CHECK(nd <= 8, op, "at most 8 dims, got %lld", (long long)nd);
-  r.sizes.assign(nd, 1);
-  for (int64_t d = 0; d < nd; ++d) {  // right-aligned
-    const int64_t da = d - (nd - a.dim()), db = d - (nd - b.dim());
-    const int64_t sa = da >= 0 ? a.size(da) : 1, sb = db >= 0 ? b.size(db) : 1;
-    TC_CHECK(sa == sb || sa == 1 || sb == 1, op, "a has shape %s and b has shape %s, which do not broadcast",
-             shape_str(a.sizes()).c_str(), shape_str(b.sizes()).c_str());
-    r.sizes[d] = sa == 1 ? sb : sa;
-  }
+  r.sizes = condition ? broadcast_shape(op, {{"condition", condition}, {"a", &a}, {"b", &b}})
+                      : broadcast_shape(op, {{"a", &a}, {"b", &b}});
+  const int64_t nd = r.sizes.size();
   auto operand = [&](const at::Tensor& t, bool scalar, Operand& o) {
     if (scalar) {
       o.scalar = t.item<double>();
       return;
     }
     o.t = t.scalar_type() == r.dtype ? t : t.to(r.dtype);
-    for (int64_t d = 0; d < nd; ++d) {
-      const int64_t dt = d - (nd - t.dim());
-      o.strides[d] = dt >= 0 && t.size(dt) != 1 ? t.stride(dt) : 0;
-    }
+    broadcast_strides(o.t, nd, o.strides);
   };
   operand(a, a_scalar, r.a);
   operand(b, b_scalar, r.b);
@@ -256,8 +280,29 @@ void binary_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   }
 }
 
+// where(condition, a, b): a and b as a binary op's; condition a bool tensor on
+// their device (a 0-dim CPU one moves there: torch takes it too).
+at::Tensor where(const at::Tensor& condition, const at::Tensor& a, const at::Tensor& b) {
+  TC_CHECK(condition.defined(), "where", "condition must be defined");
+  TC_CHECK(condition.scalar_type() == at::kBool, "where", "condition must be bool, got %s", dtype_str(condition));
+  const Broadcast r = broadcast("where", a, b, &condition);
+  const at::Tensor c = condition.dim() == 0 && condition.is_cpu() ? condition.to(r.on->device()) : condition;
+  TC_CHECK(c.device() == r.on->device(), "where", "condition is on %s but a and b are on %s",
+           c.device().str().c_str(), r.on->device().str().c_str());
+  at::Tensor out = at::empty(r.sizes, r.on->options());
+  tc_where_params p{.ndim = int(r.sizes.size()), .condition = c.data_ptr(), .out = out.data_ptr()};
+  broadcast_strides(c, p.ndim, p.condition_strides);
+  for (int d = 0; d < p.ndim; ++d)
+    p.sizes[d] = r.sizes[d], p.a_strides[d] = r.a.strides[d], p.b_strides[d] = r.b.strides[d];
+  p.a = r.a.t.defined() ? r.a.t.data_ptr() : nullptr, p.a_scalar = r.a.scalar;
+  p.b = r.b.t.defined() ? r.b.t.data_ptr() : nullptr, p.b_scalar = r.b.scalar;
+  call("where", *r.on, tc_where_cpu, tc_where_cuda, p);
+  return out;
+}
+
 template <class M>
 void impls(M& m) {
+  m.impl("where", &where);
   for (int op = 0; op < TC_BINARY_COUNT; ++op) {
     m.impl(binary_schema_name(op).c_str(), torch::CppFunction::makeFromBoxedFunction<&binary_boxed>());
     m.impl((binary_schema_name(op) + "_backward").c_str(),
@@ -279,6 +324,7 @@ TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
     m.def(tc_binary_schema(op));
     m.def(binary_backward_schema(op).c_str());
   }
+  m.def("where(Tensor condition, Tensor a, Tensor b) -> Tensor");
 }
 
 TC_REGISTER_IMPLS(impls)

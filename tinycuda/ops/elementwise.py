@@ -152,28 +152,39 @@ def _binary_function(name):
     return fn
 
 
+_C10_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+              torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+              torch.bool: "Bool"}
+
+
+def _c10(dtype):
+    """dtype as the C++ layer's messages name it (c10's ScalarType names: Float, BFloat16, Long)."""
+    return _C10_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
 def _host_scalar(t, other):
     """A 0-dim CPU tensor beside a tensor that is not one: the kernels read it as a number (as torch does)."""
     return t.dim() == 0 and t.device.type == "cpu" and not (other.dim() == 0 and other.device.type == "cpu")
 
 
-def _broadcast(op, a, b):
+def _broadcast(op, a, b, condition=None):
     """(shape, dtype, device) of the result, checked as the C++ layer checks (csrc/torch/elementwise.cpp)."""
     dtype = torch.result_type(a, b)
     torch._check(dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64),
-                 lambda: f"tinycuda::{op}: the result dtype {dtype} (of a {a.dtype} and b {b.dtype}) is not "
+                 lambda: f"tinycuda::{op}: the result dtype {_c10(dtype)} (of a {_c10(a.dtype)} and b {_c10(b.dtype)}) is not "
                          f"supported: float32, float16, bfloat16 or float64")
     sa, sb = _host_scalar(a, b), _host_scalar(b, a)
     torch._check(sa or sb or a.device == b.device, lambda: f"tinycuda::{op}: b is on {b.device} but a is on {a.device}")
-    nd = max(a.dim(), b.dim())
+    named = {"condition": condition, "a": a, "b": b} if condition is not None else {"a": a, "b": b}
+    nd = max(t.dim() for t in named.values())
     torch._check(nd <= 8, lambda: f"tinycuda::{op}: at most 8 dims, got {nd}")
-    shape = []
-    for d in range(nd):
-        x = a.shape[d - nd + a.dim()] if d - nd + a.dim() >= 0 else 1
-        y = b.shape[d - nd + b.dim()] if d - nd + b.dim() >= 0 else 1
-        torch._check(x == y or x == 1 or y == 1, lambda: f"tinycuda::{op}: a has shape {list(a.shape)} and b has "
-                                                          f"shape {list(b.shape)}, which do not broadcast")
-        shape.append(y if x == 1 else x)
+    shape = [1] * nd
+    for t in named.values():
+        for d, n in enumerate(t.shape, nd - t.dim()):
+            torch._check(n == shape[d] or n == 1 or shape[d] == 1, lambda: f"tinycuda::{op}: " + ", ".join(
+                f"{k} has shape {list(v.shape)}" for k, v in named.items()).replace(", b has", " and b has")
+                + ", which do not broadcast")
+            shape[d] = n if shape[d] == 1 else shape[d]
     return shape, dtype, (b if sa else a).device
 
 
@@ -190,8 +201,8 @@ def _register_binary_fakes(name):
         torch._check(list(grad_out.shape) == shape, lambda: f"tinycuda::{op}: grad_out has shape "
                                                              f"{list(grad_out.shape)} but a and b broadcast to {shape}")
         torch._check(grad_out.dtype == dtype and grad_out.device == device,
-                     lambda: f"tinycuda::{op}: grad_out ({grad_out.dtype} on {grad_out.device}) must match the "
-                             f"result ({dtype} on {device})")
+                     lambda: f"tinycuda::{op}: grad_out ({_c10(grad_out.dtype)} on {grad_out.device}) must match the "
+                             f"result ({_c10(dtype)} on {device})")
         return tuple(torch.empty(shape if want else [0], dtype=dtype, device=device) for want in output_mask)
 
 
@@ -224,7 +235,47 @@ def _register_binary_autograd(name):
     torch.library.register_autograd(f"tinycuda::{name}", backward, setup_context=setup_context)
 
 
-__all__ = _build.unary_ops() + _build.binary_ops()
+# ---------------------------------------------------------------------------
+# where
+
+def where(condition, a, b):
+    """torch.where(condition, a, b) on tinycuda's kernels: condition ? a : b, broadcast over all three.
+
+    condition: a bool tensor (a 0-dim CPU one may go with CUDA a and b); a, b: as a binary op's (tensors of any
+    strides, promoted as torch does, or one of them a number). The result is a new contiguous tensor. Its
+    gradients are where again (grad where the condition holds, else 0, and the other way round), summed over
+    broadcast dims with tinycuda.sum."""
+    a, b = _operands("where", a, b)
+    return torch.ops.tinycuda.where(condition, a, b)
+
+
+@register_fake("tinycuda::where")
+def _where_fake(condition, a, b):
+    torch._check(condition.dtype == torch.bool,
+                 lambda: f"tinycuda::where: condition must be bool, got {_c10(condition.dtype)}")
+    shape, dtype, device = _broadcast("where", a, b, condition)
+    torch._check(condition.device == device or (condition.dim() == 0 and condition.device.type == "cpu"),
+                 lambda: f"tinycuda::where: condition is on {condition.device} but a and b are on {device}")
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _where_setup(ctx, inputs, output):
+    condition, a, b = inputs
+    ctx.save_for_backward(condition, a, b)
+
+
+def _where_backward(ctx, grad):
+    condition, a, b = ctx.saved_tensors
+    zero = torch.zeros((), dtype=torch.float64)  # a host scalar beside grad
+    ga = _sum_to(torch.ops.tinycuda.where(condition, grad, zero), a) if ctx.needs_input_grad[1] else None
+    gb = _sum_to(torch.ops.tinycuda.where(condition, zero, grad), b) if ctx.needs_input_grad[2] else None
+    return None, ga, gb
+
+
+torch.library.register_autograd("tinycuda::where", _where_backward, setup_context=_where_setup)
+
+
+__all__ = _build.unary_ops() + _build.binary_ops() + ["where"]
 # module globals named abs, exp, log, pow...: this module calls none of the builtins they shadow
 for _name in _build.unary_ops():
     globals()[_name] = _function(_name)

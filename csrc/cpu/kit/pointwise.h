@@ -4,6 +4,8 @@
 // runs. The caller checks the arguments (shared/act_check.h).
 #pragma once
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "../../shared/elementwise_check.h"
 #include "cpu_utils.h"
@@ -28,11 +30,23 @@ tc_status pointwise_cpu(const char* op, tc_dtype dtype, int64_t n, const void* a
 }
 
 // One operand of the strided loops: a strided array, or (p NULL) a scalar.
-template <class T> struct Operand {
-  const T* p;
-  acc_t<T> scalar;
-  acc_t<T> at(int64_t off) const { return p ? acc_t<T>(to_acc(p[off])) : scalar; }
+// Every operand holds T but the first, which may hold C0 (where's bool
+// condition, read as 0 or 1).
+template <class A> struct Operand {
+  const void* p;
+  A scalar;
 };
+
+template <class S, class A> inline A load_as(const void* p, int64_t off) {
+  const S v = static_cast<const S*>(p)[off];
+  if constexpr (std::is_same_v<S, uint8_t>) return A(v != 0);
+  else return A(to_acc(v));
+}
+
+template <class T, class C0, class A> inline A operand_at(const Operand<A>& o, int k, int64_t off) {
+  if (!o.p) return o.scalar;
+  return k == 0 ? load_as<C0, A>(o.p, off) : load_as<T, A>(o.p, off);
+}
 
 // The operands' values at one element into f: f(x, 0) for one, as the
 // pointwise functors take (a, b); f(a, b) or f(g, a, b) for more.
@@ -46,8 +60,8 @@ template <int NARGS, class A, class F> inline A apply(const F& f, const A* v) {
 // StridedLayout) into a contiguous out, threaded over ranges of i on large
 // inputs. Each range finds its first coordinates by division, then steps them
 // like an odometer: one add per operand and element, a carry per row.
-template <int NARGS, class T, class F>
-[[nodiscard]] bool strided_cpu(const StridedLayout<NARGS>& l, const Operand<T> (&in)[NARGS], T* out, F f) {
+template <int NARGS, class T, class C0 = T, class F>
+[[nodiscard]] bool strided_cpu(const StridedLayout<NARGS>& l, const Operand<acc_t<T>> (&in)[NARGS], T* out, F f) {
   using A = acc_t<T>;
   const int64_t threads = threads_for(l.n / 4096, l.n * 16);
   const int64_t chunk = (l.n + threads - 1) / threads;
@@ -57,7 +71,7 @@ template <int NARGS, class T, class F>
     A v[NARGS];
     if (l.contiguous()) {
       for (int64_t i = begin; i < end; ++i) {
-        for (int k = 0; k < NARGS; ++k) v[k] = in[k].at(i);
+        for (int k = 0; k < NARGS; ++k) v[k] = operand_at<T, C0>(in[k], k, i);
         out[i] = from_acc<T>(apply<NARGS>(f, v));
       }
       return;
@@ -69,7 +83,7 @@ template <int NARGS, class T, class F>
     }
     const int inner = l.ndim - 1;
     for (int64_t i = begin; i < end; ++i) {
-      for (int k = 0; k < NARGS; ++k) v[k] = in[k].at(off[k]);
+      for (int k = 0; k < NARGS; ++k) v[k] = operand_at<T, C0>(in[k], k, off[k]);
       out[i] = from_acc<T>(apply<NARGS>(f, v));
       if (inner < 0) continue;  // one element
       int d = inner;

@@ -8,6 +8,9 @@
 // flight per SM for a binary op, well past the ~14 KB Little's law asks for
 // at 3 TB/s and ~600 ns latency. Misaligned buffers take a scalar instance.
 #pragma once
+#include <cstdint>
+#include <type_traits>
+
 #include "../../shared/elementwise_check.h"
 #include "vec.cuh"
 
@@ -97,7 +100,20 @@ template <int NARGS, class A, class F> __device__ __forceinline__ A apply_args(c
   else return f(v[0], v[1], v[2]);
 }
 
-template <class T, int NARGS, bool INNER_VEC, class F>
+// Operand k's element at off, in A: every operand holds T but the first,
+// which may hold C0 (where's bool condition, one byte, read as 0 or 1).
+template <class S, class A> __device__ __forceinline__ A load_as(const void* p, int64_t off) {
+  const S v = static_cast<const S*>(p)[off];
+  if constexpr (std::is_same_v<S, uint8_t>) return A(v != 0);
+  else return to_acc(v);
+}
+
+template <class T, class C0, class A>
+__device__ __forceinline__ A operand_at(const void* p, int k, int64_t off) {
+  return k == 0 ? load_as<C0, A>(p, off) : load_as<T, A>(p, off);
+}
+
+template <class T, class C0, int NARGS, bool INNER_VEC, class F>
 __global__ void __launch_bounds__(256)
 strided_kernel(int64_t n, StridedArg<NARGS> l, T* __restrict__ out, bool vec_store, F f) {
   using A = acc_t<T>;
@@ -111,13 +127,19 @@ strided_kernel(int64_t n, StridedArg<NARGS> l, T* __restrict__ out, bool vec_sto
     A v[NARGS][V];
 #pragma unroll
     for (int k = 0; k < NARGS; ++k) {
-      const T* p = static_cast<const T*>(l.p[k]);
+      const void* p = l.p[k];
       if (p && l.strides[k][l.ndim - 1] == 1) {
-        const Vec<T> in = load_vec(p + off[k]);
+        if (k == 0 && !std::is_same_v<C0, T>) {
+          // a byte mask: V consecutive bytes, coalesced across the warp
 #pragma unroll
-        for (int j = 0; j < V; ++j) v[k][j] = to_acc(in.v[j]);
+          for (int j = 0; j < V; ++j) v[k][j] = load_as<C0, A>(p, off[k] + j);
+        } else {
+          const Vec<T> in = load_vec(static_cast<const T*>(p) + off[k]);
+#pragma unroll
+          for (int j = 0; j < V; ++j) v[k][j] = to_acc(in.v[j]);
+        }
       } else {
-        const A s = p ? to_acc(p[off[k]]) : A(l.scalar[k]);
+        const A s = p ? operand_at<T, C0, A>(p, k, off[k]) : A(l.scalar[k]);
 #pragma unroll
         for (int j = 0; j < V; ++j) v[k][j] = s;
       }
@@ -137,10 +159,7 @@ strided_kernel(int64_t n, StridedArg<NARGS> l, T* __restrict__ out, bool vec_sto
       if (i0 + j < n) {
         A e[NARGS];
 #pragma unroll
-        for (int k = 0; k < NARGS; ++k) {
-          const T* p = static_cast<const T*>(l.p[k]);
-          e[k] = p ? to_acc(p[off[k]]) : A(l.scalar[k]);
-        }
+        for (int k = 0; k < NARGS; ++k) e[k] = l.p[k] ? operand_at<T, C0, A>(l.p[k], k, off[k]) : A(l.scalar[k]);
         o.v[j] = from_acc<T>(apply_args<NARGS>(f, e));
         if (inner < 0) break;  // one element
         if (++idx[inner] < l.sizes[inner]) {
@@ -160,8 +179,9 @@ strided_kernel(int64_t n, StridedArg<NARGS> l, T* __restrict__ out, bool vec_sto
 }
 
 // Launches strided_kernel over `layout` for operands `ptrs` (NULL: the
-// matching scalar), picking the INNER_VEC instance where it applies.
-template <int NARGS, class F>
+// matching scalar; the first of element type C0, the others of the output's
+// type), picking the INNER_VEC instance where it applies.
+template <int NARGS, class C0 = void, class F>
 tc_status launch_strided(const char* op, tc_dtype dtype, const StridedLayout<NARGS>& layout,
                          const void* const (&ptrs)[NARGS], const double (&scalars)[NARGS], void* out, void* stream,
                          F f) {
@@ -174,21 +194,25 @@ tc_status launch_strided(const char* op, tc_dtype dtype, const StridedLayout<NAR
   for (int k = 0; k < NARGS; ++k) l.p[k] = ptrs[k], l.scalar[k] = scalars[k];
   return dispatch_cuda(dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
+    using First = std::conditional_t<std::is_void_v<C0>, T, C0>;
     constexpr int V = Vec<T>::size;
     const int inner = layout.ndim - 1;
     bool inner_vec = inner >= 0 && layout.sizes[inner] % V == 0 && aligned16(out);
     for (int k = 0; k < NARGS && inner_vec; ++k) {
       if (!ptrs[k]) continue;
       const int64_t si = layout.strides[k][inner];
-      inner_vec = si == 0 || (si == 1 && aligned16(ptrs[k]));
+      // a T operand's vector is one 16-byte load; a byte mask's V bytes need no alignment
+      const bool aligned = k == 0 && !std::is_same_v<First, T> ? true : aligned16(ptrs[k]);
+      inner_vec = si == 0 || (si == 1 && aligned);
       for (int d = 0; d < inner && inner_vec; ++d) inner_vec = si == 0 || layout.strides[k][d] % V == 0;
     }
     const unsigned grid = grid_1d((layout.n + V - 1) / V, 256);
     T* po = static_cast<T*>(out);
     if (inner_vec)
-      strided_kernel<T, NARGS, true><<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, po, true, f);
+      strided_kernel<T, First, NARGS, true><<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, po, true, f);
     else
-      strided_kernel<T, NARGS, false><<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, po, aligned16(out), f);
+      strided_kernel<T, First, NARGS, false><<<grid, 256, 0, as_stream(stream)>>>(layout.n, l, po, aligned16(out),
+                                                                                   f);
     return check_launch(op);
   });
 }

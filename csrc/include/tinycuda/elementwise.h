@@ -42,7 +42,13 @@
  * a and b are strided views of the output's shape (a broadcast dim has
  * stride 0), or a host scalar where the pointer is NULL; out is contiguous.
  * The backward writes each wanted gradient at the output's shape,
- * grad_a = grad_out * d/da; the caller sums it over a's broadcast dims. */
+ * grad_a = grad_out * d/da; the caller sums it over a's broadcast dims.
+ *
+ * where: out = condition ? a : b, broadcast over all three; condition is a
+ * bool array (one byte per element, 0 or 1) of any strides, a and b as a
+ * binary op's. Its gradient is where again: grad_a = where(condition,
+ * grad_out, 0), grad_b = where(condition, 0, grad_out), so it has no backward
+ * entry point. */
 #ifndef TINYCUDA_ELEMENTWISE_H
 #define TINYCUDA_ELEMENTWISE_H
 #include "common.h"
@@ -135,6 +141,21 @@ typedef struct {
   void* stream;
 } tc_binary_backward_params;
 
+typedef struct {
+  tc_dtype dtype;                /* a's, b's and out's */
+  int ndim;                      /* 0 to 8 */
+  int64_t sizes[8];              /* out's shape, the broadcast of all three */
+  int64_t condition_strides[8];  /* in elements; 0 along a broadcast dim */
+  int64_t a_strides[8];
+  int64_t b_strides[8];
+  const void* condition;         /* bool: one byte, 0 or 1 */
+  const void* a;                 /* NULL: a is a_scalar */
+  const void* b;                 /* NULL: b is b_scalar */
+  double a_scalar, b_scalar;
+  void* out;                     /* contiguous */
+  void* stream;
+} tc_where_params;
+
 /* The op's torch schema (name, arguments, defaults); NULL for an unknown op. */
 TC_API const char* tc_unary_schema(int op);
 /* 1 if the op's backward reads the forward's output, 0 if its input, -1 for an unknown op. */
@@ -151,5 +172,7 @@ TC_API tc_status tc_binary_cpu(const tc_binary_params* p);
 TC_API tc_status tc_binary_cuda(const tc_binary_params* p);
 TC_API tc_status tc_binary_backward_cpu(const tc_binary_backward_params* p);
 TC_API tc_status tc_binary_backward_cuda(const tc_binary_backward_params* p);
+TC_API tc_status tc_where_cpu(const tc_where_params* p);
+TC_API tc_status tc_where_cuda(const tc_where_params* p);
 
 #endif
