@@ -22,6 +22,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _INFO_FILE = os.path.join(_HERE, "_build_info.json")
 
 build_info = {}
+module = None  # the loaded extension module (tinycuda._C, or the JIT build's): its few Python functions
 
 
 def _read_info(path):
@@ -68,7 +69,8 @@ def _jit():
             with open(wrapper, "w") as f:
                 f.write(text)
         wrappers.append(wrapper)
-    cpp_extension.load(
+    global module
+    module = cpp_extension.load(
         name="tinycuda_C",
         sources=wrappers,
         extra_cflags=cxx,
@@ -76,7 +78,7 @@ def _jit():
         extra_include_paths=[_build.INCLUDE],
         build_directory=cache,
         with_cuda=with_cuda,
-        is_python_module=False,
+        is_python_module=True,
         verbose=os.environ.get("TINYCUDA_VERBOSE") == "1",
     )
     return _build.build_info(torch, with_cuda, archs, debug, "jit")
@@ -87,8 +89,9 @@ def load():
     info = _read_info(_INFO_FILE)
     if info is not None and info.get("torch") != torch.__version__:
         raise _mismatch(info.get("torch"))
+    global module
     try:
-        importlib.import_module("tinycuda._C")
+        module = importlib.import_module("tinycuda._C")
     except ImportError as e:
         msg = str(e)
         if "undefined symbol" in msg:

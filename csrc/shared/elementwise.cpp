@@ -41,6 +41,18 @@ const char* const kBinarySchemas[TC_BINARY_COUNT] = {
 
 const char* tc_binary_schema(int op) { return op >= 0 && op < TC_BINARY_COUNT ? kBinarySchemas[op] : nullptr; }
 
+int tc_binary_constant_partial(int op, int which, double alpha, double* c) {
+  if (op < 0 || op >= TC_BINARY_COUNT || (which != 0 && which != 1)) return -1;
+  int constant = 0;
+  dispatch_binary(op, [&](auto k) {
+    using M = BinaryMath<decltype(k)::value>;
+    constant = (M::kConstant >> which) & 1;
+    if (constant && c) *c = which == 0 ? M::da(1.0, 0.0, 0.0, alpha) : M::db(1.0, 0.0, 0.0, alpha);
+    return TC_OK;
+  });
+  return constant;
+}
+
 const char* tc_unary_schema(int op) { return op >= 0 && op < TC_UNARY_COUNT ? kUnarySchemas[op] : nullptr; }
 
 int tc_unary_backward_reads_output(int op) {

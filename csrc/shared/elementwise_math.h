@@ -191,25 +191,31 @@ template <class F> tc_status dispatch_unary(int op, F&& f) {
 
 template <int OP> struct BinaryMath;
 
+// kConstant: a bit per operand (1: a, 2: b) whose partial does not depend on
+// a or b, so that da(1, 0, 0, alpha) is that constant (tc_binary_constant_partial).
 template <> struct BinaryMath<TC_BINARY_ADD> {
+  static constexpr int kConstant = 3;
   template <class A> TC_HD static A f(A a, A b, A al) { return a + al * b; }
   template <class A> TC_HD static A da(A g, A, A, A) { return g; }
   template <class A> TC_HD static A db(A g, A, A, A al) { return g * al; }
 };
 
 template <> struct BinaryMath<TC_BINARY_SUB> {
+  static constexpr int kConstant = 3;
   template <class A> TC_HD static A f(A a, A b, A al) { return a - al * b; }
   template <class A> TC_HD static A da(A g, A, A, A) { return g; }
   template <class A> TC_HD static A db(A g, A, A, A al) { return -g * al; }
 };
 
 template <> struct BinaryMath<TC_BINARY_MUL> {
+  static constexpr int kConstant = 0;
   template <class A> TC_HD static A f(A a, A b, A) { return a * b; }
   template <class A> TC_HD static A da(A g, A, A b, A) { return g * b; }
   template <class A> TC_HD static A db(A g, A a, A, A) { return g * a; }
 };
 
 template <> struct BinaryMath<TC_BINARY_DIV> {
+  static constexpr int kConstant = 0;
   template <class A> TC_HD static A f(A a, A b, A) { return a / b; }
   template <class A> TC_HD static A da(A g, A, A b, A) { return g / b; }
   template <class A> TC_HD static A db(A g, A a, A b, A) { return -g * a / (b * b); }
@@ -217,18 +223,21 @@ template <> struct BinaryMath<TC_BINARY_DIV> {
 
 // NaN wins; equal operands share the gradient (where(a == b, g / 2, g), zeroed on the losing side)
 template <> struct BinaryMath<TC_BINARY_MAXIMUM> {
+  static constexpr int kConstant = 0;
   template <class A> TC_HD static A f(A a, A b, A) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
   template <class A> TC_HD static A da(A g, A a, A b, A) { return a == b ? g / A(2) : (a < b ? A(0) : g); }
   template <class A> TC_HD static A db(A g, A a, A b, A) { return a == b ? g / A(2) : (a > b ? A(0) : g); }
 };
 
 template <> struct BinaryMath<TC_BINARY_MINIMUM> {
+  static constexpr int kConstant = 0;
   template <class A> TC_HD static A f(A a, A b, A) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
   template <class A> TC_HD static A da(A g, A a, A b, A) { return a == b ? g / A(2) : (a > b ? A(0) : g); }
   template <class A> TC_HD static A db(A g, A a, A b, A) { return a == b ? g / A(2) : (a < b ? A(0) : g); }
 };
 
 template <> struct BinaryMath<TC_BINARY_POW> {
+  static constexpr int kConstant = 0;
   template <class A> TC_HD static A f(A a, A b, A) { return std::pow(a, b); }
   template <class A> TC_HD static A da(A g, A a, A b, A) { return b == A(0) ? A(0) : g * b * std::pow(a, b - A(1)); }
   template <class A> TC_HD static A db(A g, A a, A b, A) {

@@ -18,6 +18,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include "python_methods.h"
 #include "tinycuda/elementwise.h"
 #include "torch_utils.h"
 
@@ -299,6 +300,19 @@ at::Tensor where(const at::Tensor& condition, const at::Tensor& a, const at::Ten
   call("where", *r.on, tc_where_cpu, tc_where_cuda, p);
   return out;
 }
+
+// tinycuda._C.binary_constant_partial(op, which, alpha): the constant c of
+// tc_binary_constant_partial, or None; the autograd formula then scales (or
+// passes on) the incoming gradient instead of running <name>_backward.
+PyObject* py_binary_constant_partial(PyObject*, PyObject* args) {
+  int op, which;
+  double alpha, c = 0;
+  if (!PyArg_ParseTuple(args, "iid", &op, &which, &alpha)) return nullptr;
+  if (tc_binary_constant_partial(op, which, alpha, &c) != 1) Py_RETURN_NONE;
+  return PyFloat_FromDouble(c);
+}
+const tc_torch::PythonMethod kConstantPartial({"binary_constant_partial", py_binary_constant_partial, METH_VARARGS,
+                                               "binary_constant_partial(op, which, alpha) -> float or None"});
 
 template <class M>
 void impls(M& m) {

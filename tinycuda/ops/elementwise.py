@@ -28,7 +28,7 @@ import numbers
 
 import torch
 
-from .. import _build
+from .. import _build, _loader
 from ._fake import register_fake
 from .sum import sum as _sum
 
@@ -218,7 +218,7 @@ def _sum_to(g, t):
 
 
 def _register_binary_autograd(name):
-    backward_op = _op(name + "_backward")
+    backward_op, index = _op(name + "_backward"), _build.binary_ops().index(name)
 
     # torch.library passes the schema's keyword-only arguments (add's alpha) apart, and wants no gradient for them
     def setup_context(ctx, inputs, output, keyword_only_inputs=None):
@@ -227,10 +227,23 @@ def _register_binary_autograd(name):
 
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        want = list(ctx.needs_input_grad[:2])
-        ga, gb = backward_op(grad, a, b, want, *ctx.floats, **ctx.keywords)
-        return (_sum_to(ga, a) if want[0] else None, _sum_to(gb, b) if want[1] else None,
-                *(None for _ in ctx.floats))
+        want = ctx.needs_input_grad[:2]
+        # a constant partial (add, sub: 1, alpha, -alpha) scales grad after the sum over broadcast dims, and
+        # where it is 1 passes grad on as torch does: no kernel, no copy
+        alpha = {**dict(zip(("alpha",), ctx.floats)), **ctx.keywords}.get("alpha", 1.0)
+        const = [_loader.module.binary_constant_partial(index, k, alpha) if want[k] else None for k in (0, 1)]
+        kernel = [bool(want[k] and const[k] is None) for k in (0, 1)]
+        grads = backward_op(grad, a, b, kernel, *ctx.floats, **ctx.keywords) if any(kernel) else (None, None)
+        out = []
+        for k, t in enumerate((a, b)):
+            if not want[k]:
+                out.append(None)
+            elif kernel[k]:
+                out.append(_sum_to(grads[k], t))
+            else:
+                g = _sum_to(grad, t)
+                out.append(g if const[k] == 1 else _mul(g, const[k]))
+        return *out, *(None for _ in ctx.floats)
 
     torch.library.register_autograd(f"tinycuda::{name}", backward, setup_context=setup_context)
 
@@ -283,5 +296,7 @@ for _name in _build.unary_ops():
     _register_autograd(_name)
 for _name in _build.binary_ops():
     globals()[_name] = _binary_function(_name)
+_mul = globals()["mul"]
+for _name in _build.binary_ops():
     _register_binary_fakes(_name)
     _register_binary_autograd(_name)

@@ -163,6 +163,11 @@ TC_API int tc_unary_backward_reads_output(int op);
 
 /* The binary op's torch schema; NULL for an unknown op. */
 TC_API const char* tc_binary_schema(int op);
+/* 1 if the op's partial along operand `which` (0: a, 1: b) is a constant,
+ * written to *c (add: 1 and alpha; sub: 1 and -alpha): its gradient is then
+ * c * grad_out, which needs no kernel and no operand (and none at all where
+ * c is 1). 0 otherwise, -1 for an unknown op. */
+TC_API int tc_binary_constant_partial(int op, int which, double alpha, double* c);
 
 TC_API tc_status tc_unary_cpu(const tc_unary_params* p);
 TC_API tc_status tc_unary_cuda(const tc_unary_params* p);
