@@ -14,8 +14,9 @@ Importing this module does not import torch. CPU arrays: NumPy, or anything
 exposing DLPack on the CPU (torch tensors, for bfloat16); CUDA arrays: any
 object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
 All C-contiguous (but the x of an elementwise-family forward, sigmoid ...
-rsqrt, read through its strides), of one dtype and device, which picks the
-CPU or the CUDA kernel (current device, on ``stream``, default: the array
+rsqrt, and the a and b of add ... pow and their backwards, read through their
+strides), of one dtype and device (no promotion), which picks the CPU or the
+CUDA kernel (current device, on ``stream``, default: the array
 library's current one). Outputs are new arrays of the input's type, or passed in: ``out=``
 (``mean=``, ``rstd=``, ``mask=``) for a forward, ``grad_x=`` ... for a
 backward. Arguments are checked here; a non-zero status from the library
@@ -31,15 +32,20 @@ raises CapiError with its message.
 ``algo`` (linear, matmul, softmax) is the params struct's field: an int or the
 header's name ("TC_GEMM_TILED").
 
-The elementwise family's functions (capi.sigmoid ... capi.rsqrt and their
-backwards) are made from the core's op list: names from the header's
-tc_unary_op, arguments and defaults from the library's tc_unary_schema.
+The elementwise family's functions (capi.sigmoid ... capi.rsqrt, capi.add ...
+capi.pow and their backwards) are made from the core's op lists: names from the
+header's tc_unary_op and tc_binary_op, arguments and defaults from the
+library's tc_unary_schema and tc_binary_schema. A binary op broadcasts a and b
+(up to 8 dims) and takes a number for either (or a 0-dim CPU array beside a
+larger one, as the torch layer takes a 0-dim CPU tensor); its backward returns
+the gradients at the broadcast shape, for the caller to sum over broadcast dims.
 """
 import ast
 import ctypes
 import functools
 import inspect
 import math
+import numbers
 import os
 import re
 
@@ -416,45 +422,52 @@ def gelu_backward(grad_out, x, approximate="none", *, grad_x=None, stream=None):
 
 
 # ---------------------------------------------------------------------------
-# the elementwise family: sigmoid ... rsqrt and their backwards, made from the core's op list
+# the elementwise family: sigmoid ... rsqrt, add ... pow and their backwards, made from the core's op lists
 
 # The op names, read from the header so that __all__ lists them without loading
 # libtinycuda (whose path lib() may yet be given); each op's functions are made
-# on first use (the module's __getattr__) from the library's tc_unary_schema.
+# on first use (the module's __getattr__) from the library's tc_unary_schema
+# and tc_binary_schema.
 _UNARY = _build.unary_ops()
-__all__ += [f for name in _UNARY for f in (name, name + "_backward")]
+_BINARY = _build.binary_ops()
+__all__ += [f for name in _UNARY + _BINARY for f in (name, name + "_backward")]
 
 
 def __getattr__(name):
     """capi.<op> and capi.<op>_backward of the elementwise family, made on first use."""
     op = name.removesuffix("_backward")
-    if op not in _UNARY:
+    if op not in _UNARY and op not in _BINARY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    forward, backward = _unary_functions(op)
+    forward, backward = (_unary_functions if op in _UNARY else _binary_functions)(op)
     globals().update({op: forward, op + "_backward": backward})
     return globals()[name]
 
 
 def _parse_schema(text):
-    """(name, [(type, argument, default or inspect.Parameter.empty)]) of a schema of tc_unary_schema,
-    "leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor"."""
+    """(name, [(type, argument, default or inspect.Parameter.empty, keyword-only)]) of a schema of
+    tc_unary_schema or tc_binary_schema: "leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor",
+    "add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor" (the arguments after its * keyword-only)."""
     name, args = re.fullmatch(r"(\w+)\((.*)\) -> Tensor", text).groups()
-    parsed = []
+    parsed, keyword = [], False
     for arg in args.split(", "):
+        if arg == "*":
+            keyword = True
+            continue
         decl, _, default = arg.partition("=")
         typ, argname = decl.split()
-        parsed.append((typ, argname, ast.literal_eval(default) if default else inspect.Parameter.empty))
+        parsed.append((typ, argname, ast.literal_eval(default) if default else inspect.Parameter.empty, keyword))
     return name, parsed
 
 
 def _unary_scalars(op, floats, given):
     """The params' alpha and beta: the op's float arguments (floats: the schema's) in schema order, a bound
-    left out (None, "float?") -inf for the first and +inf for the second, at least one of them given."""
-    optional = [name for typ, name, _ in floats if typ.endswith("?")]
+    left out (None, "float?") -inf for the first and +inf for the second, at least one of them given.
+    (A binary op's one float, add's alpha, is its params' alpha too.)"""
+    optional = [name for typ, name, *_ in floats if typ.endswith("?")]
     if optional and all(given[name] is None for name in optional):
         raise ValueError(f"tinycuda.capi.{op}: at least one of {' and '.join(optional)} must be given")
     values = []
-    for k, (_, name, _) in enumerate(floats):
+    for k, (_, name, *_) in enumerate(floats):
         v = given[name]
         if v is None and name in optional:
             values.append((-math.inf, math.inf)[k])
@@ -494,10 +507,10 @@ def _unary_functions(name):
     if schema_name != name:
         raise RuntimeError(f"tinycuda.capi: the library's schema of TC_UNARY_{name.upper()} names op "
                            f"{schema_name!r}: the headers and the library disagree")
-    (_, xname, _), floats = args[0], args[1:]
+    xname, floats = args[0][1], args[1:]
     saved = "y" if so.tc_unary_backward_reads_output(index) else "x"  # tinycuda/elementwise.h's names
     P = inspect.Parameter
-    scalars = [P(n, P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d in floats]
+    scalars = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in floats]
     keyword = [P("stream", P.KEYWORD_ONLY, default=None)]
     forward_sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD), *scalars,
                                      P("out", P.KEYWORD_ONLY, default=None), *keyword])
@@ -527,6 +540,139 @@ def _unary_functions(name):
                        f"x of any strides (negative or 0 too), read in place up to 8 dims; out C-contiguous.")
     backward.__doc__ = (f"grad_out * {name}'(x), from {saved}, the forward's {'output' if saved == 'y' else 'input'}; "
                         f"all C-contiguous.")
+    for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__signature__ = sig
+    return forward, backward
+
+
+def _bind(op, sig, args, kwargs):
+    """sig's arguments bound to args and kwargs, defaults filled in; a TypeError naming the op."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"tinycuda.capi.{op}: {e}") from None
+    bound.apply_defaults()
+    return bound.arguments
+
+
+def _binary_operands(op, named):
+    """The operands of named ({"a": ..., "b": ..., and for a backward "grad_out": ...}): ({name: view} of the
+    arrays, {name: float} of the numbers). A Python number, or a 0-dim CPU array beside an operand that is
+    not one (whatever its dtype: what a 0-dim CPU tensor is to the torch layer), is a host scalar; the arrays
+    must share one dtype and device (no promotion here)."""
+    a, b = named["a"], named["b"]
+    if all(isinstance(v, numbers.Real) for v in (a, b)):
+        raise TypeError(f"tinycuda.capi.{op}: a and b must be arrays or numbers, at least one of them an array; "
+                        f"got {type(a).__name__} and {type(b).__name__}")
+    views = {k: None if isinstance(v, numbers.Real) else _view(op, k, v) for k, v in (("a", a), ("b", b))}
+
+    def cpu_scalar(v):
+        return v is not None and v.shape == () and v.device == "cpu"
+
+    scalars = {}
+    for k, other in (("a", "b"), ("b", "a")):
+        if views[k] is None:
+            scalars[k] = float(named[k])
+        elif cpu_scalar(views[k]) and views[other] is not None and not cpu_scalar(views[other]):
+            scalars[k] = float(views[k].src.item() if hasattr(views[k].src, "item") else views[k].src)
+    arrays = {k: v for k, v in named.items() if k not in scalars}
+    return _check(op, arrays, strided=("a", "b")), scalars
+
+
+def _broadcast_shape(op, v):
+    """The broadcast of the shapes of views a and b that v holds (torch's rule, right-aligned), at most 8 dims."""
+    shapes = {k: v[k].shape for k in ("a", "b") if k in v}
+    nd = max(map(len, shapes.values()))
+    if nd > 8:
+        raise ValueError(f"tinycuda.capi.{op}: at most 8 dims, got {nd}")
+    out = [1] * nd
+    for shape in shapes.values():
+        for d, n in enumerate(shape, nd - len(shape)):
+            if n != out[d] and 1 not in (n, out[d]):
+                raise ValueError(f"tinycuda.capi.{op}: a has shape {shapes.get('a', ())} and b has shape "
+                                 f"{shapes.get('b', ())}, which do not broadcast")
+            out[d] = n if out[d] == 1 else out[d]
+    return tuple(out)
+
+
+def _binary_fields(op, index, v, scalars, shape):
+    """The params' fields of the operands: sizes, each array's element strides in the output's shape (0 along
+    a broadcast dim; one whose strides are not whole elements read from a contiguous copy), or its scalar."""
+    nd = len(shape)
+    fields = dict(op=index, ndim=nd, sizes=list(shape))
+    for k in ("a", "b"):
+        if k in scalars:
+            fields.update({k: None, f"{k}_scalar": scalars[k], f"{k}_strides": [0] * nd})
+            continue
+        x = v[k] if v[k].strides is not None else _check(op, {k: _contiguous(v[k])})[k]
+        lead = nd - len(x.shape)
+        fields.update({k: x, f"{k}_scalar": 0.0, f"{k}_strides": [
+            0 if d < lead or x.shape[d - lead] == 1 else x.strides[d - lead] for d in range(nd)]})
+    return fields
+
+
+def _binary_functions(name):
+    """(capi.<name>, capi.<name>_backward) of a binary op, with the schema's arguments and defaults."""
+    so = lib()
+    index = getattr(so, "TC_BINARY_" + name.upper())
+    text = _text(so.tc_binary_schema(index))
+    schema_name, args = _parse_schema(text)
+    if schema_name != name or [a[:2] for a in args[:2]] != [("Tensor", "a"), ("Tensor", "b")]:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_BINARY_{name.upper()} is {text!r}, not "
+                           f"{name}(Tensor a, Tensor b, ...): the headers and the library disagree")
+    floats = args[2:]
+    P = inspect.Parameter
+    scalars = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in floats]
+    positional = [s for s in scalars if s.kind == P.POSITIONAL_OR_KEYWORD]
+    keyword = [s for s in scalars if s.kind == P.KEYWORD_ONLY]
+    forward_sig = inspect.Signature([P("a", P.POSITIONAL_OR_KEYWORD), P("b", P.POSITIONAL_OR_KEYWORD), *positional,
+                                     *keyword, P("out", P.KEYWORD_ONLY, default=None),
+                                     P("stream", P.KEYWORD_ONLY, default=None)])
+    backward_sig = inspect.Signature([
+        P("grad_out", P.POSITIONAL_OR_KEYWORD), P("a", P.POSITIONAL_OR_KEYWORD), P("b", P.POSITIONAL_OR_KEYWORD),
+        P("output_mask", P.POSITIONAL_OR_KEYWORD, default=(True, True)), *positional, *keyword,
+        P("grad_a", P.KEYWORD_ONLY, default=None), P("grad_b", P.KEYWORD_ONLY, default=None),
+        P("stream", P.KEYWORD_ONLY, default=None)])
+
+    def forward(*args, **kwargs):
+        g = _bind(name, forward_sig, args, kwargs)
+        v, host = _binary_operands(name, {"a": g["a"], "b": g["b"]})
+        shape = _broadcast_shape(name, v)
+        like = next(iter(v.values()))
+        out, outv = _array(name, "out", g["out"], like, shape)
+        _call(name, like, g["stream"], "binary", **_binary_fields(name, index, v, host, shape), out=outv,
+              **_unary_scalars(name, floats, g))
+        return out
+
+    def backward(*args, **kwargs):
+        op = name + "_backward"
+        g = _bind(op, backward_sig, args, kwargs)
+        v, host = _binary_operands(op, {"grad_out": g["grad_out"], "a": g["a"], "b": g["b"]})
+        shape = _broadcast_shape(op, v)
+        gv = v["grad_out"]
+        if gv.shape != shape:
+            raise ValueError(f"tinycuda.capi.{op}: grad_out has shape {gv.shape} but a and b broadcast to {shape}")
+        if not gv.contiguous:
+            raise ValueError(f"tinycuda.capi.{op}: grad_out must be C-contiguous")
+        (ga, gav), (gb, gbv) = _outputs(op, gv, tuple(g["output_mask"]),
+                                        (("grad_a", g["grad_a"], shape), ("grad_b", g["grad_b"], shape)))
+        _call(op, gv, g["stream"], "binary_backward", **_binary_fields(op, index, v, host, shape), grad_out=gv,
+              grad_a=gav, grad_b=gbv, **_unary_scalars(op, floats, g))
+        return ga, gb
+
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. a, b: arrays of any strides (negative or 0 "
+        f"too), read in place, broadcast as torch broadcasts (up to 8 dims), or numbers; a 0-dim CPU array beside "
+        f"a larger or a CUDA one is read as a number too, as the torch layer reads a 0-dim CPU tensor. The arrays "
+        f"must have one dtype and device: the C door does not promote (convert one first). out: C-contiguous, "
+        f"of the broadcast shape and the arrays' dtype.")
+    backward.__doc__ = (
+        f"(grad_a, grad_b) of {name}(a, b) for grad_out (C-contiguous, of the broadcast shape and the arrays' "
+        f"dtype), a and b the forward's operands (arrays of any strides or numbers, as there). Each gradient is "
+        f"written at the broadcast shape, as the core writes it and as torch.ops.tinycuda.{name}_backward "
+        f"returns it: the caller sums it over a's (b's) broadcast dims. output_mask picks them; a skipped one is "
+        f"None.")
     for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
         fn.__name__ = fn.__qualname__ = fname
         fn.__signature__ = sig

@@ -429,6 +429,196 @@ def _unary_op_bench(name):
 
 
 # ---------------------------------------------------------------------------
+# the elementwise family's binary ops: add ... pow, one entry each (the op list is the core's)
+
+def _tensors(fn):
+    """fn over tensors (torch.maximum takes no number), a number made a 0-dim tensor first, as tinycuda's
+    functions make it: float64 beside a floating tensor (it promotes as the number would, and keeps its
+    value), else of the result type of the other and the number."""
+    def tensor(v, other):
+        if isinstance(v, torch.Tensor):
+            return v
+        return torch.tensor(v, dtype=torch.float64 if other.is_floating_point() else torch.result_type(other, v))
+
+    def ref(a, b, **kw):
+        return fn(tensor(a, b), tensor(b, a), **kw)
+    ref.__name__ = fn.__name__
+    return ref
+
+
+def _away_from_zero(t):
+    return torch.where(t < 0, t - 0.5, t + 0.5)
+
+
+@dataclass
+class _Binary:
+    """What the table says of one binary op: its torch reference (same arguments), its operands
+    (make: (shape, device, dtype, which) -> tensor, which 0 for a, 1 for b), keyword variants (the first is
+    the bench's), the numbers the samples put in for a or b, whether its backward reads the operands (the
+    bench's byte count: add's and sub's read grad_out alone), and its own samples ((device, dtype) -> Samples)."""
+    ref: callable
+    make: callable = None
+    kwargs: tuple = ({},)
+    numbers: tuple = (2.5, -1.5)
+    reads_operands: bool = True
+    special: callable = None
+
+    def operand(self, shape, device, dtype, which):
+        return self.make(shape, device, dtype, which) if self.make else randn(shape, device, dtype, 2.0)
+
+
+def _ties_samples(device, dtype):
+    """Equal operands: torch gives each half of the gradient (maximum, minimum), also where one of them is
+    broadcast (b, a row of a, ties along a whole row: grad_b sums halves and wholes)."""
+    a, b = randn((5, 9), device, dtype), randn((5, 9), device, dtype)
+    b[:, ::3] = a[:, ::3]
+    yield Sample("ties", (a, b))
+    yield Sample("ties-row", (a, a[2].clone()))
+    yield Sample("ties-number", (torch.tensor([-0.5, 0.25, 0.25, 1.0], device=device).to(dtype), 0.25))
+
+
+def _pow_samples(device, dtype):
+    """torch's gradient conventions at a zero base and a zero exponent: d/da = 0 where b = 0 (0^0 = 1),
+    d/db = 0 where a = 0 and b >= 0; negative bases with integral exponents (the d/db there is NaN, not
+    compared). Strided: gradcheck takes contiguous samples only, and d/db at 0^0 has no two-sided limit."""
+    a = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.5, 2.0, 1.0, 0.0]], device=device).to(dtype)
+    b = torch.tensor([[0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 2.5, 0.0]], device=device).to(dtype)
+    yield Sample("zeros", (view(a, "strided"), view(b, "strided")), grad_out="strided")
+    yield Sample("zero-exponent-number", (a, 0))
+    yield Sample("zero-base-number", (0.0, view(torch.tensor([0.0, 1.0, 2.0, 0.5], device=device).to(dtype),
+                                                  "strided")), grad_out="strided")
+    neg = torch.tensor([-2.0, -1.5, -0.5, -3.0, -1.0], device=device).to(dtype)
+    yield Sample("negative-base", (neg, torch.tensor([2.0, 3.0, 0.0, 1.0, -2.0], device=device).to(dtype)), grad=(0,))
+
+
+def _pow_operands(shape, device, dtype, which):
+    """a positive (a real power of a negative base is NaN); b, the exponent, in [-3, 3] or so."""
+    return randn(shape, device, dtype).abs() + 0.25 if which == 0 else randn(shape, device, dtype, 1.5)
+
+
+BINARY = {
+    "add": _Binary(torch.add, kwargs=({}, {"alpha": 2.5}), reads_operands=False),
+    "sub": _Binary(torch.sub, kwargs=({}, {"alpha": -0.5}), reads_operands=False),
+    "mul": _Binary(torch.mul),
+    # b away from 0: a / b and its gradients stay moderate, finite differences meaningful
+    "div": _Binary(torch.div, lambda sh, dev, dt, which: _away_from_zero(randn(sh, dev, dt, 2.0)).to(dt)),
+    "maximum": _Binary(_tensors(torch.maximum), numbers=(0.25, -1.5), special=_ties_samples),
+    "minimum": _Binary(_tensors(torch.minimum), numbers=(0.25, -1.5), special=_ties_samples),
+    "pow": _Binary(torch.pow, _pow_operands, numbers=(2, 0.5), special=_pow_samples),
+}
+
+# (a's shape, b's shape): a row and a column each way, both broadcast, a middle dim, leading dims, 8 dims;
+# and the CUDA kernel's vector loads along a contiguous or a broadcast inner dim. (An empty result from a
+# non-empty operand, (5, 1) with (0,), and a (1, 1) beside a large b in half precision are in
+# tests/test_binary.py: the gradient's sum over broadcast dims fails on the first and rounds once per dim.)
+BROADCASTS = [((5, 33), (33,)), ((33,), (5, 33)), ((5, 33), (5, 1)), ((5, 1), (5, 33)), ((5, 1), (1, 33)),
+              ((3, 1, 5), (4, 1)), ((2, 3, 4, 5), (4, 5)), ((1, 5), (2, 3, 4, 5)),
+              ((2, 1, 3, 1, 2, 1, 2, 1), (3, 1, 2, 1, 2, 1, 2)), ((64, 1024), (1024,)), ((64, 1024), (64, 1)),
+              ((33, 4097), (4097,))]
+
+
+def _binary_op_samples(name):
+    """Both operands of one shape (the elementwise shapes, contiguous and strided; a 4-byte offset), the
+    broadcasts of BROADCASTS, 0-dim operands (on the device, and CPU ones beside CUDA tensors: host scalars),
+    views read in place (transposed, sliced, permuted, expanded, a strided row), Python numbers on either
+    side, and the op's own cases. Operands of one dtype: promotion (and capi, which does not promote, bit for
+    bit against the torch op) is tests/test_binary.py's."""
+    u = BINARY[name]
+
+    def samples(device, dtype):
+        def ab(sa, sb):
+            return u.operand(sa, device, dtype, 0), u.operand(sb, device, dtype, 1)
+
+        for kw in u.kwargs:
+            tag = "".join(f"-{k}={v}" for k, v in kw.items())
+            for shape in ELEMENTWISE_SHAPES:
+                a, b = ab(shape, shape)
+                yield from _layouts(lambda lay: ((view(a, lay), view(b, lay)), kw), f"{_shape_id(shape)}{tag}")
+            a, b = ab(4097, 4097)
+            yield Sample(f"4097-offset{tag}", (view(a, "offset"), b), kw, grad_out="offset")
+            for sa, sb in BROADCASTS:
+                yield Sample(f"{_shape_id(sa)}-{_shape_id(sb)}{tag}", ab(sa, sb), kw)
+            for where in ((device,) if device == "cpu" else (device, "cpu")):
+                a, b = ab((5, 33), ())
+                yield Sample(f"0dim-{where}-b{tag}", (a, b.to(where)), kw)
+                a, b = ab((), (5, 33))
+                yield Sample(f"0dim-{where}-a{tag}", (a.to(where), b), kw)
+            a, b = ab((33, 5), (5, 33))
+            yield Sample(f"transposed{tag}", (a.t(), b), kw)
+            a, b = ab((5, 70), (33,))
+            yield Sample(f"sliced{tag}", (a[:, 3:36], b), kw)
+            a, b = ab((3, 4, 5), (4, 5, 3))
+            yield Sample(f"permuted{tag}", (a.permute(2, 0, 1), b.permute(1, 2, 0)), kw)
+            a, b = ab((5, 1), (5, 33))
+            yield Sample(f"expanded{tag}", (a.expand(5, 33), b), kw)
+            a, b = ab((5, 33), (66,))
+            yield Sample(f"strided-row{tag}", (a, b[::2]), kw)
+            a, b = ab((5, 33), (5, 33))
+            for num in u.numbers:
+                yield Sample(f"number-b={num}{tag}", (a, num), kw)
+                yield Sample(f"number-a={num}{tag}", (num, b), kw)
+        if u.special:
+            yield from u.special(device, dtype)
+    return samples
+
+
+def _binary_op_errors(name):
+    def errors():
+        fn, op, bwd = getattr(ops, name), getattr(torch.ops.tinycuda, name), getattr(torch.ops.tinycuda,
+                                                                                    name + "_backward")
+        kw = BINARY[name].kwargs[-1]
+        x, meta = torch.randn(3, 4), torch.empty(3, 4, device="meta")
+        bad = r"a has shape \[3, 4\] and b has shape \[4, 3\], which do not broadcast"
+        dims = r"at most 8 dims, got 9"
+        ints = r"the result dtype Long \(of a Long and b Long\) is not supported"
+        grad_shape = r"grad_out has shape \[4, 3\] but a and b broadcast to \[3, 4\]"
+        cases = []
+        # the C++ layer, and the fake kernels (torch.compile, meta tensors) check the same
+        for t in (x, meta):
+            nine = t.new_empty((1,) * 9)
+            cases += [ErrorCase(rf"tinycuda::{name}: {bad}", fn, (t, t.t()), kw),
+                      ErrorCase(rf"tinycuda::{name}: {ints}", op, (t.long(), t.long()), kw),
+                      ErrorCase(rf"tinycuda::{name}: {dims}", fn, (nine, t[0, :1]), kw),
+                      ErrorCase(rf"tinycuda::{name}_backward: {grad_shape}", bwd, (t.t(), t, t, [True, True]), kw),
+                      ErrorCase(rf"tinycuda::{name}_backward: {bad}", bwd, (t, t, t.t(), [True, True]), kw),
+                      ErrorCase(rf"tinycuda::{name}_backward: grad_out \(Double on {t.device}\) must match the "
+                                rf"result \(Float on {t.device}\)", bwd, (t.double(), t, t, [True, False]), kw)]
+        # two devices: the fake kernel's check here (meta beside CPU dispatches to it), the C++ one on a GPU
+        cases.append(ErrorCase(rf"tinycuda::{name}: b is on cpu but a is on meta", fn, (meta, x), kw))
+        return cases
+    return errors
+
+
+def _binary_op_cuda_errors(name):
+    def errors():
+        fn = getattr(ops, name)
+        return [ErrorCase(rf"tinycuda::{name}: b is on cpu but a is on cuda:0", fn,
+                          (torch.randn(3, device="cuda"), torch.randn(3)), BINARY[name].kwargs[-1])]
+    return errors
+
+
+def _binary_op_bench(name):
+    """2-D shapes: a and b of that shape; 3-D (B, S, H): a of that shape and b a bias of (H,), broadcast over
+    the rows (the broadcasting case: x + bias)."""
+    u = BINARY[name]
+    return lambda sh, dt, dev: [u.operand(sh, dev, dt, 0), u.operand(sh if len(sh) == 2 else sh[-1:], dev, dt, 1)]
+
+
+def _binary_bytes(reads_operands):
+    """The fewest bytes: fwd reads a and b, writes out; bwd reads grad_out (and a and b where the gradients
+    need them: all but add's and sub's) and writes grad_a and grad_b. A bias (3-D shapes) is H elements read
+    and, as its gradient, written: its gradient's sum over rows reads grad_out once more only in a
+    two-pass implementation (not counted)."""
+    def cost(shape, mode, s):
+        n = math.prod(shape)
+        m = n if len(shape) == 2 else shape[-1]  # b's elements
+        fwd = 2 * n + m
+        bwd = n + (n + m if reads_operands else 0) + n + m
+        return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode] * s
+    return cost
+
+
+# ---------------------------------------------------------------------------
 # scale_bias_relu, softmax, sum, linear
 
 SBR_SHAPES = [(0, 5), (1, 1), (7, 3), (33, 7), (1000, 33), (3, 4097), (2, 3, 129), (4, 0), (9,)]
@@ -1349,6 +1539,8 @@ def _pair(sh, dt, dev):
 EW_SHAPES = {"small": [(1024, 2048)], "large": [(8192, 8192)],
              "all": [(256, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, 8192)],
              "cpu": [(256, 512), (1024, 1024)]}
+# the binary ops: EW_SHAPES with both operands of the shape, and as many elements (B, S, H) plus a bias of (H,)
+BINARY_SHAPES = {k: v + [(4, sh[0] // 4, sh[1]) for sh in v if sh[0] % 4 == 0] for k, v in EW_SHAPES.items()}
 GLU_SHAPES = {"small": [(1024, 14336)], "large": [(8192, 14336)],  # LLaMA-3 8B's MLP: 14336 wide
               "all": [(1024, 4096), (4096, 4096), (1024, 14336), (8192, 14336)], "cpu": [(256, 1024)]}
 # The row-length sweep QuACK publishes: M x N = 2^27 elements, N from 256 to
@@ -1619,6 +1811,10 @@ OPS = [
     # fwd reads x and writes y; bwd reads grad_y and the saved x or y, writes grad_x
     *(OpInfo(name, getattr(ops, name), u.ref, _unary_op_samples(name), errors=_unary_op_errors(name),
              bench=Bench(EW_SHAPES, _unary_op_bench(name), _elementwise_bytes(1, 2))) for name, u in UNARY.items()),
+    *(OpInfo(name, getattr(ops, name), u.ref, _binary_op_samples(name), errors=_binary_op_errors(name),
+             cuda_errors=_binary_op_cuda_errors(name),
+             bench=Bench(BINARY_SHAPES, _binary_op_bench(name), _binary_bytes(u.reads_operands)))
+      for name, u in BINARY.items()),
     # grad_bias sums over up to 1000 rows: fp32 atol follows sqrt(rows) * eps.
     OpInfo("scale_bias_relu", ops.scale_bias_relu, _scale_bias_relu_ref, _scale_bias_relu_samples, grad_atol=1e-4,
            racecheck=True, errors=_scale_bias_relu_errors,
