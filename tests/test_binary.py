@@ -76,6 +76,17 @@ def test_numbers_are_not_rounded_to_the_tensors_dtype(device, dtype, name):
             assert (y + 0.1).item() == 0
 
 
+@pytest.mark.xfail(strict=True, reason="tinycuda/ops/elementwise.py _operands: a number beside a 0-dim tensor "
+                   "becomes a 0-dim float64 tensor, which then promotes the result to float64")
+def test_a_number_beside_a_0dim_tensor_keeps_its_dtype(device):
+    """torch.tensor(1.5) + 0.1 is float32 in torch: a number never promotes a float tensor, 0-dim or not."""
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.tensor(1.5, device=device, dtype=dtype)
+        for name in OPS:
+            assert getattr(tinycuda, name)(x, 0.1).dtype == BINARY[name].ref(x, 0.1).dtype == dtype, name
+            assert getattr(tinycuda, name)(3, x).dtype == dtype, name
+
+
 def test_an_integer_tensor_promotes_as_torchs(device):
     """An integer tensor with a float number or a float tensor: torch's float result, the integers converted."""
     i, x = torch.arange(-3, 4, device=device), torch.randn(7, device=device, dtype=torch.bfloat16)

@@ -562,6 +562,57 @@ def _binary_op_samples(name):
     return samples
 
 
+def _binary_backward(name):
+    """torch.ops.tinycuda.<name>_backward(grad_out, a, b, output_mask, **floats) as the table calls it: its own
+    entry, since autograd never reaches add's and sub's (a constant partial needs no kernel) and reaches the
+    others with both gradients or one."""
+    op = getattr(torch.ops.tinycuda, name + "_backward")
+
+    def fn(grad_out, a, b, output_mask, **kw):
+        return op(grad_out, a, b, output_mask, **kw)
+    fn.__name__ = fn.__qualname__ = name + "_backward"
+    return fn
+
+
+def _binary_backward_ref(name):
+    """torch's gradients of the op for each element of the broadcast shape (the partials times grad_out,
+    unsummed: torch's autograd on a and b expanded to that shape and copied), an empty [0] one where
+    output_mask skips it, as the torch op returns them."""
+    u = BINARY[name]
+
+    def ref(grad_out, a, b, output_mask, **kw):
+        shape = grad_out.shape
+        full = [t.expand(shape).clone().requires_grad_() for t in (a.to(grad_out.dtype), b.to(grad_out.dtype))]
+        with torch.enable_grad():
+            grads = torch.autograd.grad(u.ref(*full, **kw), full, grad_out)
+        return tuple(g if want else grad_out.new_empty(0) for g, want in zip(grads, output_mask))
+    return ref
+
+
+def _binary_backward_samples(name):
+    """The backward op on operands of one shape, broadcast each way (a row, a column, 8 dims), a strided view
+    and a host scalar (a 0-dim CPU tensor beside a larger one, as a number arrives), each output_mask."""
+    u = BINARY[name]
+
+    def samples(device, dtype):
+        cases = [((5, 33), (5, 33)), ((5, 33), (33,)), ((5, 1), (5, 33)), ((3, 1, 5), (4, 1)), ((0,), (0,)),
+                 ((2, 1, 3, 1, 2, 1, 2, 1), (3, 1, 2, 1, 2, 1, 2)), ((), ())]
+        for kw in u.kwargs:
+            tag = "".join(f"-{k}={v}" for k, v in kw.items())
+            for sa, sb in cases:
+                a, b = u.operand(sa, device, dtype, 0), u.operand(sb, device, dtype, 1)
+                g = randn(torch.broadcast_shapes(sa, sb), device, dtype)
+                for mask in ([True, True], [True, False], [False, True]):
+                    yield Sample(f"{_shape_id(sa)}-{_shape_id(sb)}-{''.join('ab'[k] for k in (0, 1) if mask[k])}"
+                                 f"{tag}", (g, a, b, mask), kw)
+            a, b, g = u.operand((33, 5), device, dtype, 0), u.operand((66,), device, dtype, 1), randn((5, 33), device,
+                                                                                                       dtype)
+            yield Sample(f"strided{tag}", (view(g, "strided"), a.t(), b[::2], [True, True]), kw)
+            s = u.operand((), "cpu", torch.float64, 1)
+            yield Sample(f"host-scalar-b{tag}", (g, u.operand((5, 33), device, dtype, 0), s, [True, True]), kw)
+    return samples
+
+
 def _binary_op_errors(name):
     def errors():
         fn, op, bwd = getattr(ops, name), getattr(torch.ops.tinycuda, name), getattr(torch.ops.tinycuda,
@@ -1815,6 +1866,8 @@ OPS = [
              cuda_errors=_binary_op_cuda_errors(name),
              bench=Bench(BINARY_SHAPES, _binary_op_bench(name), _binary_bytes(u.reads_operands)))
       for name, u in BINARY.items()),
+    *(OpInfo(name + "_backward", _binary_backward(name), _binary_backward_ref(name), _binary_backward_samples(name),
+             differentiable=False, gradcheck=False) for name in BINARY),
     # grad_bias sums over up to 1000 rows: fp32 atol follows sqrt(rows) * eps.
     OpInfo("scale_bias_relu", ops.scale_bias_relu, _scale_bias_relu_ref, _scale_bias_relu_samples, grad_atol=1e-4,
            racecheck=True, errors=_scale_bias_relu_errors,
