@@ -420,3 +420,37 @@ def test_signatures():
     assert set(OPS) <= set(tinycuda.ops.__all__) and set(OPS) <= set(capi.__all__)
     with pytest.raises(TypeError, match=r"tinycuda.add: a and b must be tensors or numbers"):
         tinycuda.add(2, 3)
+
+
+# ---------------------------------------------------------------------------
+# where (the op table has its entry; here the C door's particulars)
+
+def test_capi_where_reads_views_and_numbers():
+    """capi.where reads a bool condition and a, b through their strides (NumPy views, a transposed torch
+    view through DLPack), takes numbers and 0-dim CPU arrays for a or b: the torch op's bits; bad input
+    names the argument."""
+    x = np.random.randn(6, 10).astype(np.float32)
+    c = np.random.rand(10, 6) > 0.5
+    for cond, a, b in ((c.T, x, x[0]), (c[::-2, :3].T, x[::2, ::-2], 0.5), (np.array(False), x.T, np.array(2.0))):
+        ref = T.where(*(torch.from_numpy(np.ascontiguousarray(t)) if isinstance(t, np.ndarray)
+                        else torch.tensor(t, dtype=torch.float64) for t in (cond, a, b)))
+        assert np.array_equal(capi.where(cond, a, b), ref.numpy())
+    t = torch.from_numpy(x).bfloat16().t()
+    assert torch.equal(capi.where(torch.from_numpy(c), t, -1.0), T.where(torch.from_numpy(c), t, torch.tensor(-1.0)))
+    with pytest.raises(TypeError, match=r"tinycuda.capi.where: condition must be bool, got float32"):
+        capi.where(x, x, x)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.where: condition has shape \(10, 6\), a has shape "
+                                         r"\(6, 10\) and b has shape \(6, 10\), which do not broadcast"):
+        capi.where(c, x, x)
+    with pytest.raises(TypeError, match=r"tinycuda.capi.where: b has dtype float16 but a has dtype float32"):
+        capi.where(c.T, x, x.astype(np.float16))
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build")
+def test_capi_where_takes_a_cpu_condition_beside_cuda_arrays():
+    x = torch.randn(5, 33, device="cuda")
+    for value in (True, False):
+        c = torch.tensor(value)
+        assert torch.equal(capi.where(c, x, 0.5), T.where(c, x, torch.tensor(0.5, dtype=torch.float64)))
+    with pytest.raises(ValueError, match=r"tinycuda.capi.where: condition is a cpu array but a and b are cuda"):
+        capi.where(torch.ones(5, 33, dtype=torch.bool), x, x)

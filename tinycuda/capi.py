@@ -61,7 +61,7 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "sum", "sum_backward"]
+           "sum", "sum_backward", "where"]
 
 
 class CapiError(RuntimeError):
@@ -147,9 +147,10 @@ _dlpack = cffi.FFI()  # DLPack's DLTensor, what a "dltensor" capsule points to
 _dlpack.cdef("typedef struct { void* data; struct { int device_type, device_id; } device; int ndim; "
              "struct { uint8_t code, bits; uint16_t lanes; } dtype; int64_t* shape; int64_t* strides; "
              "uint64_t byte_offset; } DLTensor;")
-_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i4": "int32", "<i8": "int64"}
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i4": "int32", "<i8": "int64",
+               "|b1": "bool"}
 _DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
-              (0, 32): "int32", (0, 64): "int64"}
+              (0, 32): "int32", (0, 64): "int64", (6, 8): "bool"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -581,8 +582,9 @@ def _binary_operands(op, named):
 
 
 def _broadcast_shape(op, v):
-    """The broadcast of the shapes of views a and b that v holds (torch's rule, right-aligned), at most 8 dims."""
-    shapes = {k: v[k].shape for k in ("a", "b") if k in v}
+    """The broadcast of the shapes of the views v holds of a and b (and where's condition), torch's rule
+    (right-aligned), at most 8 dims."""
+    shapes = {k: v[k].shape for k in ("condition", "a", "b") if k in v}
     nd = max(map(len, shapes.values()))
     if nd > 8:
         raise ValueError(f"tinycuda.capi.{op}: at most 8 dims, got {nd}")
@@ -590,25 +592,29 @@ def _broadcast_shape(op, v):
     for shape in shapes.values():
         for d, n in enumerate(shape, nd - len(shape)):
             if n != out[d] and 1 not in (n, out[d]):
-                raise ValueError(f"tinycuda.capi.{op}: a has shape {shapes.get('a', ())} and b has shape "
-                                 f"{shapes.get('b', ())}, which do not broadcast")
+                names = ["condition"] if "condition" in v else []
+                said = [f"{k} has shape {v[k].shape if k in v else ()}" for k in names + ["a", "b"]]
+                raise ValueError(f"tinycuda.capi.{op}: {', '.join(said[:-1])} and {said[-1]}, which do not "
+                                 f"broadcast")
             out[d] = n if out[d] == 1 else out[d]
     return tuple(out)
 
 
-def _binary_fields(op, index, v, scalars, shape):
+def _strided_fields(op, v, names, scalars, shape):
     """The params' fields of the operands: sizes, each array's element strides in the output's shape (0 along
     a broadcast dim; one whose strides are not whole elements read from a contiguous copy), or its scalar."""
     nd = len(shape)
-    fields = dict(op=index, ndim=nd, sizes=list(shape))
-    for k in ("a", "b"):
+    fields = dict(ndim=nd, sizes=list(shape))
+    for k in names:
         if k in scalars:
             fields.update({k: None, f"{k}_scalar": scalars[k], f"{k}_strides": [0] * nd})
             continue
-        x = v[k] if v[k].strides is not None else _check(op, {k: _contiguous(v[k])})[k]
+        x = v[k] if v[k].strides is not None else _view(op, k, _contiguous(v[k]))
         lead = nd - len(x.shape)
-        fields.update({k: x, f"{k}_scalar": 0.0, f"{k}_strides": [
+        fields.update({k: x, f"{k}_strides": [
             0 if d < lead or x.shape[d - lead] == 1 else x.strides[d - lead] for d in range(nd)]})
+        if k in ("a", "b"):
+            fields[f"{k}_scalar"] = 0.0
     return fields
 
 
@@ -641,8 +647,8 @@ def _binary_functions(name):
         shape = _broadcast_shape(name, v)
         like = next(iter(v.values()))
         out, outv = _array(name, "out", g["out"], like, shape)
-        _call(name, like, g["stream"], "binary", **_binary_fields(name, index, v, host, shape), out=outv,
-              **_unary_scalars(name, floats, g))
+        _call(name, like, g["stream"], "binary", op=index, **_strided_fields(name, v, ("a", "b"), host, shape),
+              out=outv, **_unary_scalars(name, floats, g))
         return out
 
     def backward(*args, **kwargs):
@@ -657,8 +663,8 @@ def _binary_functions(name):
             raise ValueError(f"tinycuda.capi.{op}: grad_out must be C-contiguous")
         (ga, gav), (gb, gbv) = _outputs(op, gv, tuple(g["output_mask"]),
                                         (("grad_a", g["grad_a"], shape), ("grad_b", g["grad_b"], shape)))
-        _call(op, gv, g["stream"], "binary_backward", **_binary_fields(op, index, v, host, shape), grad_out=gv,
-              grad_a=gav, grad_b=gbv, **_unary_scalars(op, floats, g))
+        _call(op, gv, g["stream"], "binary_backward", op=index, **_strided_fields(op, v, ("a", "b"), host, shape),
+              grad_out=gv, grad_a=gav, grad_b=gbv, **_unary_scalars(op, floats, g))
         return ga, gb
 
     forward.__doc__ = (
@@ -677,6 +683,33 @@ def _binary_functions(name):
         fn.__name__ = fn.__qualname__ = fname
         fn.__signature__ = sig
     return forward, backward
+
+
+def where(condition, a, b, *, out=None, stream=None):
+    """tinycuda.where through the C ABI: condition ? a : b, broadcast over all three (up to 8 dims), each read
+    through its strides. condition: a bool array on a's and b's device (a 0-dim CPU one goes with CUDA a and b
+    too, as the torch op takes it); a, b: as a binary op's (arrays of one dtype, no promotion, or numbers, or a
+    0-dim CPU array beside a larger one). out: C-contiguous, of the broadcast shape and the arrays' dtype. Its
+    gradient is where again (where(condition, grad, 0), where(condition, 0, grad)): no backward entry point."""
+    op = "where"
+    v, host = _binary_operands(op, {"a": a, "b": b})
+    like = next(iter(v.values()))
+    c = _view(op, "condition", condition)
+    if c.dtype != "bool":
+        raise TypeError(f"tinycuda.capi.{op}: condition must be bool, got {c.dtype}")
+    if c.device != like.device:
+        if c.shape != () or c.device != "cpu":
+            raise ValueError(f"tinycuda.capi.{op}: condition is a {c.device} array but a and b are "
+                             f"{like.device} arrays")
+        value = bool(c.src.item() if hasattr(c.src, "item") else c.src)
+        moved = _empty(op, like, (), "bool")  # the 0-dim CPU condition's value on a's device
+        _fill(moved, value)
+        c = _view(op, "condition", moved)
+    v = {"condition": c, **v}
+    shape = _broadcast_shape(op, v)
+    res, outv = _array(op, "out", out, like, shape)
+    _call(op, like, stream, **_strided_fields(op, v, ("condition", "a", "b"), host, shape), out=outv)
+    return res
 
 
 def _glu(op, named, outs, approximate, stream):

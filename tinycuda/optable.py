@@ -648,6 +648,52 @@ def _binary_op_cuda_errors(name):
     return errors
 
 
+def _where_samples(device, dtype):
+    """condition, a and b of one shape (contiguous and strided, the condition too), broadcast in each of the
+    three, 8 dims, a 0-dim condition (on the device; a CPU one beside CUDA tensors), 0-dim and number operands,
+    transposed views."""
+    def cond(shape, where=device):
+        return torch.randn(shape, device=where) > 0
+
+    for shape in ELEMENTWISE_SHAPES:
+        c, a, b = cond(shape), randn(shape, device, dtype), randn(shape, device, dtype)
+        yield from _layouts(lambda lay: ((view(c, lay), view(a, lay), view(b, lay)), {}), _shape_id(shape))
+    for sc, sa, sb in (((5, 1), (33,), (5, 33)), ((33,), (5, 1), (5, 33)), ((5, 33), (5, 1), (1, 33)),
+                       ((3, 1, 5), (4, 1), (3, 4, 1)), ((2, 1, 3, 1, 2, 1, 2, 1), (3, 1, 2, 1, 2, 1, 2), (2, 1)),
+                       ((64, 1024), (1024,), (64, 1)), ((5, 33), (), (5, 33)), ((5, 33), (5, 33), ())):
+        yield Sample(f"{_shape_id(sc)}-{_shape_id(sa)}-{_shape_id(sb)}", (cond(sc), randn(sa, device, dtype),
+                                                                          randn(sb, device, dtype)))
+    for where in ((device,) if device == "cpu" else (device, "cpu")):
+        yield Sample(f"0dim-condition-{where}", (cond((), where), randn((5, 33), device, dtype),
+                                                  randn((5, 33), device, dtype)))
+    yield Sample("0dim-cpu-a", (cond((5, 33)), randn((), "cpu", dtype), randn((5, 33), device, dtype)))
+    yield Sample("number-b", (cond((5, 33)), randn((5, 33), device, dtype), 0.0))
+    yield Sample("number-a", (cond((5, 33)), -1.5, randn((5, 33), device, dtype)))
+    yield Sample("transposed", (cond((33, 5)).t(), randn((33, 5), device, dtype).t(), randn((5, 33), device, dtype)))
+
+
+def _where_errors():
+    x, meta = torch.randn(3, 4), torch.empty(3, 4, device="meta")
+    cases = []
+    for t in (x, meta):  # the C++ layer, and the fake kernel (torch.compile, meta tensors)
+        c = t.new_empty(t.shape, dtype=torch.bool)
+        cases += [
+            ErrorCase(r"tinycuda::where: condition must be bool, got Float", ops.where, (t, t, t)),
+            ErrorCase(r"tinycuda::where: condition has shape \[4, 3\], a has shape \[3, 4\] and b has shape "
+                      r"\[3, 4\], which do not broadcast", ops.where, (c.t(), t, t)),
+            ErrorCase(r"tinycuda::where: the result dtype Long \(of a Long and b Long\) is not supported",
+                      ops.where, (c, t.long(), t.long())),
+            ErrorCase(r"tinycuda::where: at most 8 dims, got 9", ops.where, (c, t.new_empty((1,) * 9), t)),
+        ]
+    return cases
+
+
+def _where_cuda_errors():
+    x = torch.randn(3, device="cuda")
+    return [ErrorCase(r"tinycuda::where: condition is on cpu but a and b are on cuda:0", ops.where,
+                      (torch.ones(3, dtype=torch.bool), x, x))]
+
+
 def _binary_op_bench(name):
     """2-D shapes: a and b of that shape; 3-D (B, S, H): a of that shape and b a bias of (H,), broadcast over
     the rows (the broadcasting case: x + bias)."""
@@ -1868,6 +1914,8 @@ OPS = [
       for name, u in BINARY.items()),
     *(OpInfo(name + "_backward", _binary_backward(name), _binary_backward_ref(name), _binary_backward_samples(name),
              differentiable=False, gradcheck=False) for name in BINARY),
+    # no bench: `tinycuda bench` counts bytes in the first argument's itemsize, here the bool condition's
+    OpInfo("where", ops.where, torch.where, _where_samples, errors=_where_errors, cuda_errors=_where_cuda_errors),
     # grad_bias sums over up to 1000 rows: fp32 atol follows sqrt(rows) * eps.
     OpInfo("scale_bias_relu", ops.scale_bias_relu, _scale_bias_relu_ref, _scale_bias_relu_samples, grad_atol=1e-4,
            racecheck=True, errors=_scale_bias_relu_errors,
