@@ -433,12 +433,15 @@ def _unary_op_bench(name):
 
 def _tensors(fn):
     """fn over tensors (torch.maximum takes no number), a number made a 0-dim tensor first, as tinycuda's
-    functions make it: float64 beside a floating tensor (it promotes as the number would, and keeps its
-    value), else of the result type of the other and the number."""
+    functions make it: float64 beside a larger floating tensor (it promotes as the number would, and keeps its
+    value), of the dtype of a 0-dim floating one (which a float64 one would promote), else of the result type
+    of the other and the number."""
     def tensor(v, other):
         if isinstance(v, torch.Tensor):
             return v
-        return torch.tensor(v, dtype=torch.float64 if other.is_floating_point() else torch.result_type(other, v))
+        if other.is_floating_point():
+            return torch.tensor(v, dtype=other.dtype if other.dim() == 0 else torch.float64)
+        return torch.tensor(v, dtype=torch.result_type(other, v))
 
     def ref(a, b, **kw):
         return fn(tensor(a, b), tensor(b, a), **kw)

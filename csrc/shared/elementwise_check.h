@@ -66,7 +66,7 @@ inline tc_status unary_check(const tc_unary_params* p) {
   TC_REQUIRE(p->op >= 0 && p->op < TC_UNARY_COUNT, "unary: op must be in [0, %d), got %d", TC_UNARY_COUNT,
              int(p->op));
   const char* name = unary_name(p->op);
-  int64_t n;
+  int64_t n = 0;
   TC_RETURN_IF_ERROR(shape_check(name, p->ndim, p->sizes, &n));
   TC_REQUIRE(n == 0 || (p->x && p->y), "%s: x or y is NULL", name);
   return TC_OK;
@@ -98,7 +98,7 @@ template <class P> tc_status binary_op_check(const P* p, bool backward) {
 inline tc_status binary_check(const tc_binary_params* p) {
   TC_RETURN_IF_ERROR(binary_op_check(p, false));
   const char* name = binary_name(p->op);
-  int64_t n;
+  int64_t n = 0;
   TC_RETURN_IF_ERROR(shape_check(name, p->ndim, p->sizes, &n));
   TC_REQUIRE(n == 0 || p->out, "%s: out is NULL", name);
   return TC_OK;
@@ -107,7 +107,7 @@ inline tc_status binary_check(const tc_binary_params* p) {
 inline tc_status binary_check(const tc_binary_backward_params* p) {
   TC_RETURN_IF_ERROR(binary_op_check(p, true));
   const char* name = binary_name(p->op, true);
-  int64_t n;
+  int64_t n = 0;
   TC_RETURN_IF_ERROR(shape_check(name, p->ndim, p->sizes, &n));
   TC_REQUIRE(n == 0 || p->grad_out, "%s: grad_out is NULL", name);
   return TC_OK;
@@ -124,14 +124,15 @@ inline StridedLayout<2> binary_layout(const tc_binary_params* p) {
 inline StridedLayout<3> binary_layout(const tc_binary_backward_params* p) {
   static const int64_t none[8] = {};
   int64_t g[8];
-  for (int d = p->ndim - 1, s = 1; d >= 0; --d) g[d] = s, s *= p->sizes[d];
+  int64_t s = 1;  // 64-bit: the result may hold more than 2^31 elements
+  for (int d = p->ndim - 1; d >= 0; --d) g[d] = s, s *= p->sizes[d];
   const int64_t* strides[3] = {g, p->a ? p->a_strides : none, p->b ? p->b_strides : none};
   return coalesce<3>(p->ndim, p->sizes, strides);
 }
 
 inline tc_status where_check(const tc_where_params* p) {
   TC_REQUIRE(p, "where: params is NULL");
-  int64_t n;
+  int64_t n = 0;
   TC_RETURN_IF_ERROR(shape_check("where", p->ndim, p->sizes, &n));
   TC_REQUIRE(n == 0 || (p->condition && p->out), "where: condition or out is NULL");
   return TC_OK;

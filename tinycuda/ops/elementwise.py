@@ -24,6 +24,7 @@ wanted gradient at the broadcast shape; the autograd formula sums it over a's
 (b's) broadcast dims with tinycuda.sum and casts it to a's (b's) dtype.
 """
 import inspect
+import math
 import numbers
 
 import torch
@@ -112,20 +113,32 @@ def _register_autograd(name):
 # ---------------------------------------------------------------------------
 # binary ops
 
-def _operands(op, a, b):
-    """a and b as tensors: a Python number becomes a 0-dim CPU tensor, float64 beside a floating tensor (torch
-    computes with the number itself, not its rounding to the tensor's dtype), else of torch's result type, so
-    that tinycuda.add(x, 2) promotes as x + 2 does."""
+def _operands(op, a, b, select=False):
+    """a and b as tensors, and the dtype to cast the result to (or None): a Python number becomes a 0-dim CPU
+    tensor, which the kernels read as a host scalar.
+
+    torch promotes as if the number had no dtype: beside a float tensor it is computed with at the tensor's
+    compute precision, and never changes the result's dtype. Beside a larger float tensor the number is float64
+    (a 0-dim tensor does not promote a larger one, and the kernels read it at their compute precision); beside
+    a 0-dim float tensor (which a float64 one would promote) it takes that tensor's dtype, and for float16 and
+    bfloat16, whose compute precision is float32, both go to float32 and the result back (select: where, which
+    computes nothing, takes the tensor's dtype). Beside an integer tensor it has torch's result type."""
     def scalar(v, other):
-        dtype = torch.float64 if other.is_floating_point() else torch.result_type(other, v)
-        return torch.tensor(v, dtype=dtype)
+        if not other.is_floating_point():
+            return other, torch.tensor(v, dtype=torch.result_type(other, v)), None
+        if other.dim():
+            return other, torch.tensor(v, dtype=torch.float64), None
+        if other.dtype in (torch.float32, torch.float64) or select:
+            return other, torch.tensor(v, dtype=other.dtype), None
+        return other.float(), torch.tensor(v, dtype=torch.float32), other.dtype
 
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a, b
+        return a, b, None
     if isinstance(a, torch.Tensor) and isinstance(b, numbers.Number):
-        return a, scalar(b, a)
+        return scalar(b, a)
     if isinstance(b, torch.Tensor) and isinstance(a, numbers.Number):
-        return scalar(a, b), b
+        b, a, cast = scalar(a, b)
+        return a, b, cast
     raise TypeError(f"tinycuda.{op}: a and b must be tensors or numbers, at least one a tensor; got "
                     f"{type(a).__name__} and {type(b).__name__}")
 
@@ -139,8 +152,9 @@ def _binary_function(name):
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"tinycuda.{name}: {e}") from None
-        bound.arguments["a"], bound.arguments["b"] = _operands(name, bound.arguments["a"], bound.arguments["b"])
-        return op(*bound.args, **bound.kwargs)
+        bound.arguments["a"], bound.arguments["b"], cast = _operands(name, bound.arguments["a"], bound.arguments["b"])
+        out = op(*bound.args, **bound.kwargs)
+        return out if cast is None else out.to(cast)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = __name__
@@ -207,13 +221,17 @@ def _register_binary_fakes(name):
 
 
 def _sum_to(g, t):
-    """The gradient g of a broadcast result, summed to t's shape and cast to its dtype and device."""
+    """The gradient g of a broadcast result, summed to t's shape and cast to its dtype and device. Summed over
+    more than one group of dims, a float16/bfloat16 g is summed in float32 and rounded once at the end, as
+    torch rounds it (tinycuda.sum accumulates in float32 but returns its input's dtype)."""
     lead = g.dim() - t.dim()
-    if lead:
-        g = _sum(g.reshape(-1, *g.shape[lead:]), 0)
-    for d, n in enumerate(t.shape):
-        if n == 1 and g.shape[d] != 1:
-            g = _sum(g, d, True)
+    dims = [d for d, n in enumerate(t.shape) if n == 1 and g.shape[lead + d] != 1]
+    if (lead > 0) + len(dims) > 1 and g.dtype in (torch.float16, torch.bfloat16):
+        g = g.float()
+    if lead:  # the leading dims as one (math.prod: -1 cannot stand for a dim beside a 0)
+        g = _sum(g.reshape(math.prod(g.shape[:lead]), *g.shape[lead:]), 0)
+    for d in dims:
+        g = _sum(g, d, True)
     return g.to(dtype=t.dtype, device=t.device)
 
 
@@ -258,7 +276,7 @@ def where(condition, a, b):
     strides, promoted as torch does, or one of them a number). The result is a new contiguous tensor. Its
     gradients are where again (grad where the condition holds, else 0, and the other way round), summed over
     broadcast dims with tinycuda.sum."""
-    a, b = _operands("where", a, b)
+    a, b, _ = _operands("where", a, b, select=True)
     return torch.ops.tinycuda.where(condition, a, b)
 
 
@@ -279,7 +297,7 @@ def _where_setup(ctx, inputs, output):
 
 def _where_backward(ctx, grad):
     condition, a, b = ctx.saved_tensors
-    zero = torch.zeros((), dtype=torch.float64)  # a host scalar beside grad
+    zero = torch.zeros((), dtype=grad.dtype)  # a host scalar beside grad (or, 0-dim on the CPU, its like)
     ga = _sum_to(torch.ops.tinycuda.where(condition, grad, zero), a) if ctx.needs_input_grad[1] else None
     gb = _sum_to(torch.ops.tinycuda.where(condition, zero, grad), b) if ctx.needs_input_grad[2] else None
     return None, ga, gb
