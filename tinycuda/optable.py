@@ -512,8 +512,8 @@ BINARY = {
 
 # (a's shape, b's shape): a row and a column each way, both broadcast, a middle dim, leading dims, 8 dims;
 # and the CUDA kernel's vector loads along a contiguous or a broadcast inner dim. (An empty result from a
-# non-empty operand, (5, 1) with (0,), and a (1, 1) beside a large b in half precision are in
-# tests/test_binary.py: the gradient's sum over broadcast dims fails on the first and rounds once per dim.)
+# non-empty operand, (5, 1) with (0,), and a (1, 1) beside a (2, 2) in half precision, summed and rounded
+# once, are in tests/test_binary.py.)
 BROADCASTS = [((5, 33), (33,)), ((33,), (5, 33)), ((5, 33), (5, 1)), ((5, 1), (5, 33)), ((5, 1), (1, 33)),
               ((3, 1, 5), (4, 1)), ((2, 3, 4, 5), (4, 5)), ((1, 5), (2, 3, 4, 5)),
               ((2, 1, 3, 1, 2, 1, 2, 1), (3, 1, 2, 1, 2, 1, 2)), ((64, 1024), (1024,)), ((64, 1024), (64, 1)),
@@ -545,7 +545,9 @@ def _binary_op_samples(name):
                 a, b = ab((5, 33), ())
                 yield Sample(f"0dim-{where}-b{tag}", (a, b.to(where)), kw)
                 a, b = ab((), (5, 33))
-                yield Sample(f"0dim-{where}-a{tag}", (a.to(where), b), kw)
+                # torch's own pow backward fails on a CPU base beside a CUDA exponent: b's gradient alone
+                grad = (1,) if name == "pow" and where == "cpu" else None
+                yield Sample(f"0dim-{where}-a{tag}", (a.to(where), b), kw, grad=grad)
             a, b = ab((33, 5), (5, 33))
             yield Sample(f"transposed{tag}", (a.t(), b), kw)
             a, b = ab((5, 70), (33,))
