@@ -220,6 +220,19 @@ def test_cpu_scalar_tensor_requiring_grad(device):
             torch.testing.assert_close(gx, rx)
 
 
+def test_cpu_scalar_tensor_as_a_requiring_grad(device):
+    """The same host scalar as a (pow's base: torch's own pow backward fails on a CPU base beside a CUDA
+    exponent, so the reference takes it moved to the device; the op table's sample is forward only)."""
+    for name in OPS:
+        x = _operand(name, (5, 33), device, torch.float32, 1)
+        s = _operand(name, (), "cpu", torch.float32, 0)
+        _, (gs, gx) = _grads(getattr(tinycuda, name), s, x)
+        _, (rs, rx) = _grads(BINARY[name].ref, s.to(device), x)
+        assert gs.device.type == "cpu" and gs.dtype == s.dtype and gs.shape == ()
+        torch.testing.assert_close(gs, rs.cpu(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(gx, rx)
+
+
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build")
 def test_cpu_and_cuda_tensors_of_more_dims_are_refused():
     for name in OPS:
