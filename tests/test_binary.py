@@ -50,8 +50,8 @@ EXACT = ("add", "sub", "mul", "div", "maximum", "minimum")  # one IEEE operation
 @pytest.mark.parametrize("name", OPS)
 def test_numbers_are_not_rounded_to_the_tensors_dtype(device, dtype, name):
     """x_bf16 + 0.1 computes with 0.1 itself, not with 0.1 rounded to bfloat16: torch's result dtype, and for
-    one IEEE operation the bits of the op in float32 on the same values, rounded once to the dtype (pow: close
-    to them), on either side, an int number too; torch's bits in float32 on the CPU. That is how torch's
+    one IEEE operation the bits of the op in float32 on the same values (on the CPU), rounded once to the dtype
+    (pow: close to them), on either side, an int number too; torch's bits in float32 on the CPU. That is how torch's
     CUDA kernels take a number (but for x / s, which they compute as x * (1 / s)); torch's CPU kernels round
     it to a half-precision tensor's dtype first in some ops (add, sub, pow; mul and div with the number
     first): there x_bf16 + 0.1 is x_bf16 + 0.10009765625."""
@@ -62,7 +62,8 @@ def test_numbers_are_not_rounded_to_the_tensors_dtype(device, dtype, name):
         got = getattr(tinycuda, name)(a, b)
         torch_ = ref_fn(a, b)
         assert got.dtype == torch_.dtype == dtype, (got.dtype, torch_.dtype)
-        wide = ref_fn(*(t.float() if isinstance(t, torch.Tensor) else t for t in (a, b))).to(dtype)
+        # the op in float32 on the CPU, IEEE's bits (torch's CUDA x / s is x * (1 / s), a bit off)
+        wide = ref_fn(*(t.float().cpu() if isinstance(t, torch.Tensor) else t for t in (a, b))).to(device, dtype)
         if name not in EXACT:
             torch.testing.assert_close(got, wide, equal_nan=True)
             continue
