@@ -256,16 +256,7 @@ tc_status tc_reduce_backward_cuda(const tc_reduce_backward_params* p) {
   const size_t need = tc_reduce_backward_workspace_size(p);
   TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
              "%s: workspace of %zu bytes needed, %zu given", name, need, p->workspace_bytes);
-  // y's strides broadcast over x's shape (0 along a reduced dim), collapsed
-  int64_t ystr[8];
-  int64_t s = 1;
-  for (int d = p->ndim - 1; d >= 0; --d) {
-    const bool reduced = p->reduce_mask >> d & 1u;
-    ystr[d] = reduced ? 0 : s;
-    if (!reduced) s *= p->sizes[d];
-  }
-  const int64_t* strides[1] = {ystr};
-  const StridedLayout<1> yl = coalesce<1>(p->ndim, p->sizes, strides);
+  const StridedLayout<1> yl = reduce_grad_layout(p);
   cudaStream_t stream = as_stream(p->stream);
   return dispatch_cuda(p->dtype, name, [&](auto tag) -> tc_status {
     using T = decltype(tag);

@@ -119,6 +119,18 @@ ReduceLayout reduce_backward_layout(const tc_reduce_backward_params* p) {
   return reduce_layout(p->ndim, p->sizes, strides, p->reduce_mask);
 }
 
+StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p) {
+  int64_t ystr[8];
+  int64_t s = 1;
+  for (int d = p->ndim - 1; d >= 0; --d) {
+    const bool reduced = p->reduce_mask >> d & 1u;
+    ystr[d] = reduced ? 0 : s;
+    if (!reduced) s *= p->sizes[d];
+  }
+  const int64_t* strides[1] = {ystr};
+  return coalesce<1>(p->ndim, p->sizes, strides);
+}
+
 size_t tc_reduce_workspace_size(const tc_reduce_params* p) {
   if (reduce_check(p) != TC_OK) return 0;
   return partial_bytes(p->dtype, p->op, reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask));

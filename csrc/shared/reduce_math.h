@@ -276,6 +276,9 @@ tc_status reduce_check(const tc_reduce_params* p);
 tc_status reduce_check(const tc_reduce_backward_params* p);
 // the backward's layout: x contiguous in sizes
 ReduceLayout reduce_backward_layout(const tc_reduce_backward_params* p);
+// the backward's walk over x (contiguous), each element's output through y's
+// strides broadcast over x's shape (0 along a reduced dim), collapsed
+StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p);
 // The reduction the backward runs first (var's mean, amax's tie counts) into
 // the start of its workspace, reduce_aux_bytes long; -1 for none.
 int reduce_aux_op(int op, double scalar);
