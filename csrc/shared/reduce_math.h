@@ -308,7 +308,8 @@ TC_HD inline A reduce_grad(A g, A x, A y, A aux, const ReduceCtx<A>& c) {
       case kNormOne: return g * sign_of(x);
       case kNormInf: case kNormNegInf: return r_abs(x) == y ? sign_of(x) * g / aux : A(0);
       case kNormTwo: return y == A(0) ? A(0) : g * x / y;
-      default: return y == A(0) ? A(0) : x * r_pow(r_abs(x), c.scalar - A(2)) * g / r_pow(y, c.scalar - A(1));
+      default:  // sign(x) |x|^(p-1): 0 at x = 0 (|x|^(p-2) x there is 0 inf), as torch's
+        return y == A(0) || x == A(0) ? A(0) : sign_of(x) * r_pow(r_abs(x), c.scalar - A(1)) * g / r_pow(y, c.scalar - A(1));
     }
   }
 }

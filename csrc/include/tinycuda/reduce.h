@@ -20,7 +20,7 @@
  *   logsumexp   g e^(x - y)
  *   var         g 2 (x - mean) / max(0, n - c)
  *   std         g (x - mean) / (max(0, n - c) y)             (0 where y = 0)
- *   vector_norm g sign(x) |x|^(p-1) / y^(p-1)  (0 where y = 0); p = 1: g sign(x);
+ *   vector_norm g sign(x) |x|^(p-1) / y^(p-1)  (0 where x or y = 0); p = 1: g sign(x);
  *               p = +-inf: as amax/amin of |x|, times sign(x); p = 0: 0
  * argmax and argmin have none. The backward computes what it needs beyond
  * x and y (var's and std's mean, amax's tie counts) into its workspace.
