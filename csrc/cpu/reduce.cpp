@@ -151,15 +151,6 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
   return TC_OK;
 }
 
-// the aux reduction of the backward, by op number (internal ops included)
-template <class T>
-tc_status aux_cpu(int aux, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x, acc_t<T>* out,
-                  const T* y) {
-  if (aux == TC_REDUCE_MEAN) return reduce_cpu<TC_REDUCE_MEAN, T>("aux", l, c, x, out, y);
-  if (aux == kReduceCountEq) return reduce_cpu<kReduceCountEq, T>("aux", l, c, x, out, y);
-  return reduce_cpu<kReduceCountAbsEq, T>("aux", l, c, x, out, y);
-}
-
 }  // namespace
 
 tc_status tc_reduce_cpu(const tc_reduce_params* p) {
@@ -195,7 +186,9 @@ tc_status tc_reduce_backward_cpu(const tc_reduce_backward_params* p) {
     const int aux_op = reduce_aux_op(p->op, p->scalar);
     if (aux_op >= 0) {
       aux.resize(size_t(l.outputs()));
-      TC_RETURN_IF_ERROR(aux_cpu<T>(aux_op, l, c, x, aux.data(), y));
+      TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) {
+        return reduce_cpu<decltype(a)::value, T>(name, l, c, x, aux.data(), y);
+      }));
     }
     return dispatch_reduce(p->op, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;

@@ -267,10 +267,9 @@ tc_status tc_reduce_backward_cuda(const tc_reduce_backward_params* p) {
     if (const int aux_op = reduce_aux_op(p->op, p->scalar); aux_op >= 0) {
       aux = static_cast<A*>(p->workspace);
       void* rest = static_cast<char*>(p->workspace) + reduce_aux_bytes(p->dtype, l.outputs());
-      tc_status st = aux_op == TC_REDUCE_MEAN ? launch_reduce<TC_REDUCE_MEAN, T>(name, l, c, x, aux, y, rest, stream)
-                     : aux_op == kReduceCountEq ? launch_reduce<kReduceCountEq, T>(name, l, c, x, aux, y, rest, stream)
-                                                : launch_reduce<kReduceCountAbsEq, T>(name, l, c, x, aux, y, rest, stream);
-      TC_RETURN_IF_ERROR(st);
+      TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) {
+        return launch_reduce<decltype(a)::value, T>(name, l, c, x, aux, y, rest, stream);
+      }));
     }
     return dispatch_reduce(p->op, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;

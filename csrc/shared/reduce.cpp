@@ -18,17 +18,19 @@ const char* const kSchemas[TC_REDUCE_COUNT] = {
     "vector_norm(Tensor x, float ord=2.0, int[1]? dim=None, bool keepdim=False) -> Tensor",
     "argmax(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
     "argmin(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
+    "prod(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
 };
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 template <class A> size_t state_bytes(int op) {
   size_t b = 0;
-  if (op == kReduceCountEq || op == kReduceCountAbsEq) return sizeof(typename ReduceMath<kReduceCountEq, A>::State);
-  dispatch_reduce(op, [&](auto k) {
+  auto size = [&](auto k) {
     b = sizeof(typename ReduceMath<decltype(k)::value, A>::State);
     return TC_OK;
-  });
+  };
+  if (op >= TC_REDUCE_COUNT) dispatch_aux(op, size);  // the backward's own reductions
+  else dispatch_reduce(op, size);
   return b;
 }
 
@@ -45,6 +47,7 @@ int aux_op(int op, double scalar) {
   switch (op) {
     case TC_REDUCE_VAR: case TC_REDUCE_STD: return TC_REDUCE_MEAN;
     case TC_REDUCE_AMAX: case TC_REDUCE_AMIN: return kReduceCountEq;
+    case TC_REDUCE_PROD: return kReduceProdNonzero;
     case TC_REDUCE_VECTOR_NORM: return scalar == INFINITY || scalar == -INFINITY ? kReduceCountAbsEq : -1;
   }
   return -1;

@@ -22,6 +22,8 @@
 // Internal ops of the backward: how many x (|x|) of a slice equal its output.
 constexpr int kReduceCountEq = TC_REDUCE_COUNT;
 constexpr int kReduceCountAbsEq = TC_REDUCE_COUNT + 1;
+// prod's: the product of a slice's nonzero x, 0 where it holds two zeros or more
+constexpr int kReduceProdNonzero = TC_REDUCE_COUNT + 2;
 
 // vector_norm's ord, sorted once on the host: the element update branches on
 // this uniform value, not on p.
@@ -64,6 +66,25 @@ template <class A> struct ReduceMath<TC_REDUCE_MEAN, A> : SumMath<A> {
   using State = typename SumMath<A>::State;
   static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) { s.s += x; }
   static TC_HD A finish(State s, const ReduceCtx<A>& c) { return s.s / A(c.n); }  // n = 0: NaN, as torch
+};
+
+template <class A> struct ReduceMath<TC_REDUCE_PROD, A> {
+  struct State { A p; };
+  static TC_HD State init(const ReduceCtx<A>&, A) { return {A(1)}; }
+  static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) { s.p *= x; }
+  static TC_HD State merge(State a, State b) { return {a.p * b.p}; }
+  static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.p; }
+};
+
+template <class A> struct ReduceMath<kReduceProdNonzero, A> {
+  struct State { A p, zeros; };
+  static TC_HD State init(const ReduceCtx<A>&, A) { return {A(1), A(0)}; }
+  static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) {
+    if (x == A(0)) s.zeros += A(1);
+    else s.p *= x;
+  }
+  static TC_HD State merge(State a, State b) { return {a.p * b.p, a.zeros + b.zeros}; }
+  static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.zeros > A(1) ? A(0) : s.p; }
 };
 
 template <bool MAX, class A> struct ExtremumMath {
@@ -220,9 +241,22 @@ template <class F> tc_status dispatch_reduce(int op, F&& f) {
     case 6: return f(integral_constant<int, 6>{});
     case 7: return f(integral_constant<int, 7>{});
     case 8: return f(integral_constant<int, 8>{});
+    case 9: return f(integral_constant<int, 9>{});
   }
-  static_assert(TC_REDUCE_COUNT == 9, "a new reduce op needs its case above");
+  static_assert(TC_REDUCE_COUNT == 10, "a new reduce op needs its case above");
   return tc_fail(TC_ERR_INTERNAL, "reduce: op %d has no kernel", op);
+}
+
+// Calls f(integral_constant<int, OP>) for an aux op of the backward (reduce_aux_op).
+template <class F> tc_status dispatch_aux(int op, F&& f) {
+  using std::integral_constant;
+  switch (op) {
+    case TC_REDUCE_MEAN: return f(integral_constant<int, TC_REDUCE_MEAN>{});
+    case kReduceCountEq: return f(integral_constant<int, kReduceCountEq>{});
+    case kReduceCountAbsEq: return f(integral_constant<int, kReduceCountAbsEq>{});
+    case kReduceProdNonzero: return f(integral_constant<int, kReduceProdNonzero>{});
+  }
+  return tc_fail(TC_ERR_INTERNAL, "reduce: aux op %d has no kernel", op);
 }
 
 // ---------------------------------------------------------------------------
@@ -295,6 +329,8 @@ TC_HD inline A reduce_grad(A g, A x, A y, A aux, const ReduceCtx<A>& c) {
     return g / A(c.n);
   } else if constexpr (OP == TC_REDUCE_AMAX || OP == TC_REDUCE_AMIN) {
     return x == y ? g / aux : A(0);
+  } else if constexpr (OP == TC_REDUCE_PROD) {  // aux: the product of the nonzero x (0 past one zero)
+    return x == A(0) ? g * aux : y == A(0) ? A(0) : g * y / x;
   } else if constexpr (OP == TC_REDUCE_LOGSUMEXP) {
     return g * r_exp(x - y);
   } else if constexpr (OP == TC_REDUCE_VAR) {

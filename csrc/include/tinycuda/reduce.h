@@ -1,6 +1,7 @@
 /* reduce family: reductions over any set of dims, one machinery for all.
  *
  *   mean         sum x / n
+ *   prod         the product of x
  *   amax, amin   the largest (smallest) x; NaN if any x is NaN
  *   logsumexp    m + log sum e^(x - m), m = max x (-inf for an empty or all -inf slice)
  *   var          sum (x - mean)^2 / max(0, n - c)       c: correction (scalar)
@@ -16,6 +17,8 @@
  *
  * Gradients, with g = grad_y at x's output and y the forward's output:
  *   mean        g / n
+ *   prod        g y / x where x != 0; at a slice's only zero g * (the product of the
+ *               others); 0 elsewhere (torch's)
  *   amax, amin  g / k where x == y (k: how many x equal y), else 0 (torch's even split)
  *   logsumexp   g e^(x - y)
  *   var         g 2 (x - mean) / max(0, n - c)
@@ -23,7 +26,7 @@
  *   vector_norm g sign(x) |x|^(p-1) / y^(p-1)  (0 where x or y = 0); p = 1: g sign(x);
  *               p = +-inf: as amax/amin of |x|, times sign(x); p = 0: 0
  * argmax and argmin have none. The backward computes what it needs beyond
- * x and y (var's and std's mean, amax's tie counts) into its workspace.
+ * x and y (var's and std's mean, amax's tie counts, prod's product of the nonzero x) into its workspace.
  *
  * The op list is declared once, here: tc_reduce_op, and tc_reduce_schema(op)
  * gives each op's torch schema (name, dims argument, keepdim, its scalar and
@@ -52,7 +55,8 @@ typedef enum {
   TC_REDUCE_VECTOR_NORM = 6,
   TC_REDUCE_ARGMAX = 7,
   TC_REDUCE_ARGMIN = 8,
-  TC_REDUCE_COUNT = 9
+  TC_REDUCE_PROD = 9,
+  TC_REDUCE_COUNT = 10
 } tc_reduce_op;
 
 typedef struct {
