@@ -57,10 +57,13 @@ void walk(const StridedLayout<1>& l, int64_t r0, int64_t r1, F&& f) {
   }
 }
 
-template <class T, class Out, class V>
-void store(Out* y, int64_t o, V v) {
-  if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(v);
-  else y[o] = Out(v);
+// y[o] = the output of state s: an element of y (T), an index, or the state
+// itself (the backward's aux, which reduce_grad reads unfinished)
+template <class M, class T, class Out, class S, class C>
+void store(Out* y, int64_t o, const S& s, const C& c) {
+  if constexpr (std::is_same_v<Out, S>) y[o] = s;
+  else if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(M::finish(s, c));
+  else y[o] = Out(M::finish(s, c));
 }
 
 // The columns layout (the kept dims end in a stride-1 run, the slice is
@@ -91,13 +94,13 @@ tc_status reduce_columns_cpu(const char* name, const ReduceLayout& l, const Redu
         });
         for (int64_t j = 0; j < m; ++j) s[j] = r0 ? reduce_merge<OP>(s[j], part[j], c) : part[j];
       }
-      for (int64_t j = 0; j < m; ++j) store<T>(y, o0 + j, M::finish(s[j], c));
+      for (int64_t j = 0; j < m; ++j) store<M, T>(y, o0 + j, s[j], c);
     }
   });
   return ok ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);
 }
 
-// y[o] (Out: T, int64 indices, or acc_t for the backward's aux) for every
+// y[o] (Out: T, int64 indices, or the state for the backward's aux) for every
 // output; target, where the op counts ties, is the forward's y.
 template <int OP, class T, class Out>
 tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x, Out* y,
@@ -136,7 +139,7 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
       } else {
         walk(l.red, r0, r1, [&](int64_t off, int64_t r) { M::add(s, to_acc(xo[off]), r, c); });
       }
-      if (chunks == 1) store<T>(y, o, M::finish(s, c));
+      if (chunks == 1) store<M, T>(y, o, s, c);
       else states[size_t(it)] = s;
     }
   });
@@ -145,7 +148,7 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
     for (int64_t o = 0; o < outputs; ++o) {
       State s = states[size_t(o * chunks)];
       for (int64_t k = 1; k < chunks; ++k) s = reduce_merge<OP>(s, states[size_t(o * chunks + k)], c);
-      store<T>(y, o, M::finish(s, c));
+      store<M, T>(y, o, s, c);
     }
   }
   return TC_OK;
@@ -182,26 +185,29 @@ tc_status tc_reduce_backward_cpu(const tc_reduce_backward_params* p) {
     const T *x = static_cast<const T*>(p->x), *y = static_cast<const T*>(p->y),
             *g = static_cast<const T*>(p->grad_y);
     T* gx = static_cast<T*>(p->grad_x);
-    std::vector<A> aux;
-    const int aux_op = reduce_aux_op(p->op, p->scalar);
-    if (aux_op >= 0) {
-      aux.resize(size_t(l.outputs()));
-      TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) {
-        return reduce_cpu<decltype(a)::value, T>(name, l, c, x, aux.data(), y);
-      }));
-    }
     return dispatch_reduce(p->op, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
       if constexpr (kArgOp<OP>) {
         return TC_OK;  // refused by reduce_check
       } else {
+        using Aux = AuxState<OP, A>;
+        std::vector<Aux> aux;
+        if (const int aux_op = reduce_aux_op(p->op, p->scalar); aux_op >= 0) {
+          aux.resize(size_t(l.outputs()));
+          TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) -> tc_status {
+            constexpr int AUX = decltype(a)::value;
+            if constexpr (std::is_same_v<typename ReduceMath<AUX, A>::State, Aux>)
+              return reduce_cpu<AUX, T>(name, l, c, x, aux.data(), y);
+            else return tc_fail(TC_ERR_INTERNAL, "%s: aux op %d does not fit", name, AUX);
+          }));
+        }
         // x in its own order, each element's output through y's broadcast strides
         const StridedLayout<1> yl = reduce_grad_layout(p);
         const int64_t total = yl.n, threads = threads_for(total, total);
         const bool ok = run_threads(threads, [&](int64_t t) {
           walk(yl, total * t / threads, total * (t + 1) / threads, [&](int64_t o, int64_t i) {
             gx[i] = from_acc<T>(reduce_grad<OP>(to_acc(g[o]), to_acc(x[i]), to_acc(y[o]),
-                                                aux.empty() ? A(0) : aux[size_t(o)], c));
+                                                aux.empty() ? Aux{} : aux[size_t(o)], c));
           });
         });
         return ok ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);

@@ -57,10 +57,13 @@ __device__ __forceinline__ S warp_fold(S s, const ReduceCtx<A>& c) {
   return s;
 }
 
-template <class T, class Out, class V>
-__device__ __forceinline__ void store(Out* y, int64_t o, V v) {
-  if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(v);
-  else y[o] = Out(v);
+// y[o] = the output of state s: an element of y (T), an index, or the state
+// itself (the backward's aux, which reduce_grad reads unfinished)
+template <class M, class T, class Out, class S, class C>
+__device__ __forceinline__ void store(Out* y, int64_t o, const S& s, const C& c) {
+  if constexpr (std::is_same_v<Out, S>) y[o] = s;
+  else if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(M::finish(s, c));
+  else y[o] = Out(M::finish(s, c));
 }
 
 template <int OP, class T>
@@ -126,7 +129,7 @@ reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* _
       }
     }
     if (t == 0 && o < outputs) {
-      if (splits == 1) store<T>(y, o, M::finish(s, c));
+      if (splits == 1) store<M, T>(y, o, s, c);
       else partial[blockIdx.y * outputs + o] = s;
     }
   }
@@ -155,7 +158,7 @@ reduce_columns_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T
   if (threadIdx.y == 0 && o < outputs) {
 #pragma unroll
     for (int k = 1; k < plan::kBlockRows; ++k) s = reduce_merge<OP>(s, tile[k][threadIdx.x], c);
-    if (splits == 1) store<T>(y, o, M::finish(s, c));
+    if (splits == 1) store<M, T>(y, o, s, c);
     else partial[blockIdx.y * outputs + o] = s;
   }
 }
@@ -173,18 +176,18 @@ merge_kernel(const StateOf<OP, acc_t<T>>* __restrict__ partial, int64_t splits, 
   auto s = lane < splits ? partial[lane * outputs + o] : M::init(c, A(0));
   for (int64_t k = lane + 32; k < splits; k += 32) s = reduce_merge<OP>(s, partial[k * outputs + o], c);
   s = warp_fold<OP>(s, c);
-  if (lane == 0) store<T>(y, o, M::finish(s, c));
+  if (lane == 0) store<M, T>(y, o, s, c);
 }
 
 template <int OP, class T>
 __global__ void __launch_bounds__(256)
 reduce_backward_kernel(const StridedLayout<1> yl, const ReduceCtx<acc_t<T>> c, const T* __restrict__ g,
-                       const T* __restrict__ x, const T* __restrict__ y, const acc_t<T>* __restrict__ aux,
-                       T* __restrict__ gx, int64_t total) {
-  using A = acc_t<T>;
+                       const T* __restrict__ x, const T* __restrict__ y,
+                       const AuxState<OP, acc_t<T>>* __restrict__ aux, T* __restrict__ gx, int64_t total) {
+  using Aux = AuxState<OP, acc_t<T>>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = layout_offset(yl, i);
-    gx[i] = from_acc<T>(reduce_grad<OP>(to_acc(g[o]), to_acc(x[i]), to_acc(y[o]), aux ? aux[o] : A(0), c));
+    gx[i] = from_acc<T>(reduce_grad<OP>(to_acc(g[o]), to_acc(x[i]), to_acc(y[o]), aux ? aux[o] : Aux{}, c));
   }
 }
 
@@ -263,17 +266,21 @@ tc_status tc_reduce_backward_cuda(const tc_reduce_backward_params* p) {
     using A = acc_t<T>;
     const auto c = reduce_ctx<A>(p->op, p->scalar, l.slice());
     const T *x = static_cast<const T*>(p->x), *y = static_cast<const T*>(p->y);
-    A* aux = nullptr;
-    if (const int aux_op = reduce_aux_op(p->op, p->scalar); aux_op >= 0) {
-      aux = static_cast<A*>(p->workspace);
-      void* rest = static_cast<char*>(p->workspace) + reduce_aux_bytes(p->dtype, l.outputs());
-      TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) {
-        return launch_reduce<decltype(a)::value, T>(name, l, c, x, aux, y, rest, stream);
-      }));
-    }
     return dispatch_reduce(p->op, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
-      if constexpr (!kArgOp<OP>) {
+      if constexpr (!kArgOp<OP>) {  // argmax, argmin: refused by reduce_check
+        using Aux = AuxState<OP, A>;
+        Aux* aux = nullptr;
+        if (const int aux_op = reduce_aux_op(p->op, p->scalar); aux_op >= 0) {
+          aux = static_cast<Aux*>(p->workspace);
+          void* rest = static_cast<char*>(p->workspace) + reduce_aux_bytes(p->dtype, aux_op, l.outputs());
+          TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) -> tc_status {
+            constexpr int AUX = decltype(a)::value;
+            if constexpr (std::is_same_v<StateOf<AUX, A>, Aux>)
+              return launch_reduce<AUX, T>(name, l, c, x, aux, y, rest, stream);
+            else return tc_fail(TC_ERR_INTERNAL, "%s: aux op %d does not fit", name, AUX);
+          }));
+        }
         reduce_backward_kernel<OP, T><<<grid_1d(total, 256, 1 << 20), 256, 0, stream>>>(
             yl, c, static_cast<const T*>(p->grad_y), x, y, aux, static_cast<T*>(p->grad_x), total);
       }

@@ -94,7 +94,8 @@ tc_status reduce_check(const tc_reduce_params* p) {
   TC_RETURN_IF_ERROR(layout_check(name, p->ndim, p->sizes, p->reduce_mask));
   const ReduceLayout l = reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask);
   const bool no_identity = p->op == TC_REDUCE_AMAX || p->op == TC_REDUCE_AMIN || p->op == TC_REDUCE_ARGMAX ||
-                           p->op == TC_REDUCE_ARGMIN || (p->op == TC_REDUCE_VECTOR_NORM && p->scalar == -INFINITY);
+                           p->op == TC_REDUCE_ARGMIN ||
+                           (p->op == TC_REDUCE_VECTOR_NORM && (p->scalar == INFINITY || p->scalar == -INFINITY));
   TC_REQUIRE(!no_identity || l.outputs() == 0 || l.slice() > 0,
              "%s: cannot reduce an empty slice (the reduced dims hold no element), the op has no identity", name);
   TC_REQUIRE(p->op != TC_REDUCE_VECTOR_NORM || p->scalar == p->scalar, "%s: ord is NaN", name);
@@ -139,14 +140,16 @@ size_t tc_reduce_workspace_size(const tc_reduce_params* p) {
   return partial_bytes(p->dtype, p->op, reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask));
 }
 
-// [aux outputs, acc_t each, 256-aligned][the aux reduction's partial states]
+// [aux states, one an output, 256-aligned][the aux reduction's partial states]
 size_t tc_reduce_backward_workspace_size(const tc_reduce_backward_params* p) {
   if (reduce_check(p) != TC_OK) return 0;
   const int aux = aux_op(p->op, p->scalar);
   if (aux < 0) return 0;
   const ReduceLayout l = reduce_backward_layout(p);
-  return align256(size_t(l.outputs()) * (p->dtype == TC_FLOAT64 ? 8 : 4)) + partial_bytes(p->dtype, aux, l);
+  return reduce_aux_bytes(p->dtype, aux, l.outputs()) + partial_bytes(p->dtype, aux, l);
 }
 
 int reduce_aux_op(int op, double scalar) { return aux_op(op, scalar); }
-size_t reduce_aux_bytes(tc_dtype dtype, int64_t outputs) { return align256(size_t(outputs) * (dtype == TC_FLOAT64 ? 8 : 4)); }
+size_t reduce_aux_bytes(tc_dtype dtype, int op, int64_t outputs) {
+  return align256(size_t(outputs) * (dtype == TC_FLOAT64 ? state_bytes<double>(op) : state_bytes<float>(op)));
+}

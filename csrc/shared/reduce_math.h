@@ -22,7 +22,7 @@
 // Internal ops of the backward: how many x (|x|) of a slice equal its output.
 constexpr int kReduceCountEq = TC_REDUCE_COUNT;
 constexpr int kReduceCountAbsEq = TC_REDUCE_COUNT + 1;
-// prod's: the product of a slice's nonzero x, 0 where it holds two zeros or more
+// prod's: a slice's zeros, NaNs, and the product of its other x
 constexpr int kReduceProdNonzero = TC_REDUCE_COUNT + 2;
 
 // vector_norm's ord, sorted once on the host: the element update branches on
@@ -76,15 +76,18 @@ template <class A> struct ReduceMath<TC_REDUCE_PROD, A> {
   static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.p; }
 };
 
+// prod's gradient needs each element's product of the others: the slice's
+// zeros and NaNs counted apart from the product of the rest
 template <class A> struct ReduceMath<kReduceProdNonzero, A> {
-  struct State { A p, zeros; };
-  static TC_HD State init(const ReduceCtx<A>&, A) { return {A(1), A(0)}; }
+  struct State { A p, zeros, nans; };
+  static TC_HD State init(const ReduceCtx<A>&, A) { return {A(1), A(0), A(0)}; }
   static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) {
     if (x == A(0)) s.zeros += A(1);
+    else if (is_nan(x)) s.nans += A(1);
     else s.p *= x;
   }
-  static TC_HD State merge(State a, State b) { return {a.p * b.p, a.zeros + b.zeros}; }
-  static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.zeros > A(1) ? A(0) : s.p; }
+  static TC_HD State merge(State a, State b) { return {a.p * b.p, a.zeros + b.zeros, a.nans + b.nans}; }
+  static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.p; }  // unused: the backward reads the state
 };
 
 template <bool MAX, class A> struct ExtremumMath {
@@ -206,8 +209,9 @@ template <class A> struct ReduceMath<TC_REDUCE_ARGMAX, A> : ArgMath<true, A> {};
 template <class A> struct ReduceMath<TC_REDUCE_ARGMIN, A> : ArgMath<false, A> {};
 
 // The backward's tie counts: how many x (|x|) of a slice equal `target`, its output.
+template <class A> struct CountState { A n, target; };
 template <bool ABS, class A> struct CountEqMath {
-  struct State { A n, target; };
+  using State = CountState<A>;
   static TC_HD State init(const ReduceCtx<A>&, A target) { return {A(0), target}; }
   static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) {
     if ((ABS ? r_abs(x) : x) == s.target) s.n += A(1);
@@ -313,36 +317,51 @@ ReduceLayout reduce_backward_layout(const tc_reduce_backward_params* p);
 // the backward's walk over x (contiguous), each element's output through y's
 // strides broadcast over x's shape (0 along a reduced dim), collapsed
 StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p);
-// The reduction the backward runs first (var's mean, amax's tie counts) into
-// the start of its workspace, reduce_aux_bytes long; -1 for none.
+// The reduction the backward runs first (var's mean, amax's tie counts, prod's
+// zeros) into the start of its workspace: one unfinished state an output,
+// reduce_aux_bytes long; -1 for none. reduce_grad reads the state.
 int reduce_aux_op(int op, double scalar);
-size_t reduce_aux_bytes(tc_dtype dtype, int64_t outputs);
+size_t reduce_aux_bytes(tc_dtype dtype, int op, int64_t outputs);
+// the state type of the aux op of OP (a placeholder where it has none)
+template <int OP, class A> struct AuxOf { struct State { A unused; }; };
+template <class A> struct AuxOf<TC_REDUCE_VAR, A> { using State = typename ReduceMath<TC_REDUCE_MEAN, A>::State; };
+template <class A> struct AuxOf<TC_REDUCE_STD, A> { using State = typename ReduceMath<TC_REDUCE_MEAN, A>::State; };
+template <class A> struct AuxOf<TC_REDUCE_AMAX, A> { using State = typename ReduceMath<kReduceCountEq, A>::State; };
+template <class A> struct AuxOf<TC_REDUCE_AMIN, A> { using State = typename ReduceMath<kReduceCountEq, A>::State; };
+template <class A> struct AuxOf<TC_REDUCE_VECTOR_NORM, A> { using State = typename ReduceMath<kReduceCountEq, A>::State; };
+template <class A> struct AuxOf<TC_REDUCE_PROD, A> { using State = typename ReduceMath<kReduceProdNonzero, A>::State; };
+template <int OP, class A> using AuxState = typename AuxOf<OP, A>::State;
 
 // ---------------------------------------------------------------------------
 // gradients (tinycuda/reduce.h): one element's, from its output's g and y and
 // the aux value (mean, tie count)
-template <class A> TC_HD inline A sign_of(A x) { return x > A(0) ? A(1) : x < A(0) ? A(-1) : x; }
+template <class A> TC_HD inline A sign_of(A x) { return x > A(0) ? A(1) : x < A(0) ? A(-1) : A(0); }  // NaN: 0, as torch.sign
 
 template <int OP, class A>
-TC_HD inline A reduce_grad(A g, A x, A y, A aux, const ReduceCtx<A>& c) {
+TC_HD inline A reduce_grad(A g, A x, A y, const AuxState<OP, A>& aux, const ReduceCtx<A>& c) {
   if constexpr (OP == TC_REDUCE_MEAN) {
     return g / A(c.n);
+  } else if constexpr (OP == TC_REDUCE_PROD) {
+    if (aux.zeros == A(0)) return g * y / x;  // torch's, where the slice holds no zero
+    // else g times the product of the others: 0 for a zero among them, NaN for a NaN
+    const A zeros = aux.zeros - (x == A(0) ? A(1) : A(0)), nans = aux.nans - (is_nan(x) ? A(1) : A(0));
+    if (nans > A(0)) return A(NAN);
+    const A others = x == A(0) || is_nan(x) ? aux.p : aux.p / x;  // aux.p holds x where x is neither
+    return zeros > A(0) ? g * others * A(0) : g * others;
   } else if constexpr (OP == TC_REDUCE_AMAX || OP == TC_REDUCE_AMIN) {
-    return x == y ? g / aux : A(0);
-  } else if constexpr (OP == TC_REDUCE_PROD) {  // aux: the product of the nonzero x (0 past one zero)
-    return x == A(0) ? g * aux : y == A(0) ? A(0) : g * y / x;
+    return (x == y ? A(1) : A(0)) * (g / aux.n);  // torch's mask * (g / k): NaN where k = 0 (y NaN)
   } else if constexpr (OP == TC_REDUCE_LOGSUMEXP) {
     return g * r_exp(x - y);
   } else if constexpr (OP == TC_REDUCE_VAR) {
-    return A(2) * g * (x - aux) / (A(c.n) - c.scalar);  // torch's: dof not clamped here
+    return A(2) * g * (x - aux.s / A(c.n)) / (A(c.n) - c.scalar);  // torch's: dof not clamped here
   } else if constexpr (OP == TC_REDUCE_STD) {
-    return y == A(0) ? A(0) : g * (x - aux) / ((A(c.n) - c.scalar) * y);
+    return y == A(0) ? A(0) : g * (x - aux.s / A(c.n)) / ((A(c.n) - c.scalar) * y);
   } else {
     static_assert(OP == TC_REDUCE_VECTOR_NORM, "argmax, argmin have no gradient");
     switch (c.kind) {
       case kNormZero: return A(0);
       case kNormOne: return g * sign_of(x);
-      case kNormInf: case kNormNegInf: return r_abs(x) == y ? sign_of(x) * g / aux : A(0);
+      case kNormInf: case kNormNegInf: return r_abs(x) == y ? sign_of(x) * g / aux.n : A(0);
       case kNormTwo: return y == A(0) ? A(0) : g * x / y;
       default:  // sign(x) |x|^(p-1): 0 at x = 0 (|x|^(p-2) x there is 0 inf), as torch's
         return y == A(0) || x == A(0) ? A(0) : sign_of(x) * r_pow(r_abs(x), c.scalar - A(1)) * g / r_pow(y, c.scalar - A(1));

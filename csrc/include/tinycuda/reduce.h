@@ -40,7 +40,7 @@
  * On CUDA both directions take a workspace of tc_reduce_workspace_size() /
  * tc_reduce_backward_workspace_size() bytes (a pure function of the params).
  * An op with no identity (amax, amin, argmax, argmin, vector_norm with
- * ord = -inf) refuses to reduce an empty slice into an output. */
+ * ord = +-inf: torch's rule) refuses to reduce an empty slice into an output. */
 #ifndef TINYCUDA_REDUCE_H
 #define TINYCUDA_REDUCE_H
 #include "common.h"
