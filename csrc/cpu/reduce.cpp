@@ -131,8 +131,13 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
         State lane[kLanes];
         for (int j = 0; j < kLanes; ++j) lane[j] = M::init(c, tgt);
         int64_t r = r0;
-        for (; r + kLanes <= r1; r += kLanes)
-          for (int j = 0; j < kLanes; ++j) M::add(lane[j], to_acc(xo[(r + j) * step]), r + j, c);
+        if (step == 1) {  // its own loop: a runtime stride keeps the compiler from vector loads
+          for (; r + kLanes <= r1; r += kLanes)
+            for (int j = 0; j < kLanes; ++j) M::add(lane[j], to_acc(xo[r + j]), r + j, c);
+        } else {
+          for (; r + kLanes <= r1; r += kLanes)
+            for (int j = 0; j < kLanes; ++j) M::add(lane[j], to_acc(xo[(r + j) * step]), r + j, c);
+        }
         for (int j = 0; r < r1; ++r, ++j) M::add(lane[j], to_acc(xo[r * step]), r, c);
         s = lane[0];
         for (int j = 1; j < kLanes; ++j) s = reduce_merge<OP>(s, lane[j], c);

@@ -94,7 +94,7 @@ template <bool MAX, class A> struct ExtremumMath {
   struct State { A v; };
   static TC_HD State init(const ReduceCtx<A>&, A) { return {MAX ? A(-INFINITY) : A(INFINITY)}; }
   static TC_HD bool beats(A x, A v) { return MAX ? beats_max(x, v) : beats_min(x, v); }
-  static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) { if (beats(x, s.v)) s.v = x; }
+  static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) { s.v = beats(x, s.v) ? x : s.v; }
   static TC_HD State merge(State a, State b) { return beats(b.v, a.v) ? b : a; }
   static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.v; }
 };
