@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "elementwise_check.h"
 #include "internal.h"
@@ -232,23 +233,15 @@ TC_HD inline S reduce_merge(S a, S b, const ReduceCtx<A>& c) {
 template <int OP> constexpr bool kArgOp = OP == TC_REDUCE_ARGMAX || OP == TC_REDUCE_ARGMIN;
 template <int OP> constexpr bool kNeedsTarget = OP == kReduceCountEq || OP == kReduceCountAbsEq;
 
-// Calls f(integral_constant<int, OP>) for a public op.
+// Calls f(integral_constant<int, OP>) for a public op (OP in [0, TC_REDUCE_COUNT)).
+template <class F, int... OPS>
+tc_status dispatch_reduce(int op, F&& f, std::integer_sequence<int, OPS...>) {
+  tc_status s = TC_OK;
+  const bool hit = ((op == OPS ? (s = f(std::integral_constant<int, OPS>{}), true) : false) || ...);
+  return hit ? s : tc_fail(TC_ERR_INTERNAL, "reduce: op %d has no kernel", op);
+}
 template <class F> tc_status dispatch_reduce(int op, F&& f) {
-  using std::integral_constant;
-  switch (op) {
-    case 0: return f(integral_constant<int, 0>{});
-    case 1: return f(integral_constant<int, 1>{});
-    case 2: return f(integral_constant<int, 2>{});
-    case 3: return f(integral_constant<int, 3>{});
-    case 4: return f(integral_constant<int, 4>{});
-    case 5: return f(integral_constant<int, 5>{});
-    case 6: return f(integral_constant<int, 6>{});
-    case 7: return f(integral_constant<int, 7>{});
-    case 8: return f(integral_constant<int, 8>{});
-    case 9: return f(integral_constant<int, 9>{});
-  }
-  static_assert(TC_REDUCE_COUNT == 10, "a new reduce op needs its case above");
-  return tc_fail(TC_ERR_INTERNAL, "reduce: op %d has no kernel", op);
+  return dispatch_reduce(op, f, std::make_integer_sequence<int, TC_REDUCE_COUNT>{});
 }
 
 // Calls f(integral_constant<int, OP>) for an aux op of the backward (reduce_aux_op).

@@ -14,13 +14,11 @@ tensor (int64 for argmax and argmin). dim None (or [], torch.amax's default)
 reduces every dim. The backward reads the forward's input and output,
 <name>_backward(grad_out, x, y, <the same arguments>).
 """
-import inspect
-
 import torch
 
 from .. import _build, _loader  # noqa: F401  (_loader: the kernels are loaded by tinycuda.ops)
 from ._fake import register_fake
-from .elementwise import _c10
+from .elementwise import _c10, _signature
 
 _OPS = _build.op_names("tc_reduce_op")
 
@@ -31,14 +29,6 @@ def _op(name):
 
 def _differentiable(name):
     return hasattr(torch.ops.tinycuda, name + "_backward")
-
-
-def _signature(schema):
-    P = inspect.Parameter
-    return inspect.Signature([
-        P(a.name, P.KEYWORD_ONLY if a.kwarg_only else P.POSITIONAL_OR_KEYWORD,
-          default=a.default_value if a.has_default_value() else P.empty)
-        for a in schema.arguments])
 
 
 def _reference(name):
