@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda
-from tinycuda import capi
+from tinycuda import _build, capi
 from conftest import DEVICES, HAS_CUDA, assert_matches, requires_cuda
 
 T = torch.ops.tinycuda
@@ -449,3 +449,215 @@ def test_cuda_cupy_arrays():
     _same(torch.as_tensor(y, device="cuda"), T.relu(xt))
     _same(torch.as_tensor(capi.sum(x, 1), device="cuda"), T.sum(xt, 1))
     _same(torch.as_tensor(capi.softmax(x, 0), device="cuda"), T.softmax(xt, 0))
+
+
+# ---------------------------------------------------------------------------
+# the reduce family (mean ... argmin), made from the core's op list: each op against its torch op
+
+REDUCE = _build.op_names("tc_reduce_op")
+# values of the ops' float arguments beside their defaults (by the schema's argument name)
+REDUCE_SCALARS = {"correction": [0.0, 2.5], "ord": [1.0, 0.0, 3.5, float("inf"), float("-inf")]}
+
+
+def _reduce_schema(name):
+    return getattr(T, name).default._schema
+
+
+def _reduce_dims(name, nd):
+    """dim values for an array of nd dims: every dim (None and [] where the schema takes them), one dim,
+    a negative one, and for a list type several, out of order."""
+    dim = next(a for a in _reduce_schema(name).arguments if a.name == "dim")
+    listed, optional = "List" in str(dim.type), "Optional" in str(dim.type)
+    dims = ([None] if optional else []) + ([[]] if listed else []) + [0, -1]
+    if listed:
+        dims += [[-1], [nd - 1, 0]] if nd > 1 else []
+    return dims
+
+
+def _reduce_calls(name, nd):
+    """kwargs for the op: each dim with keepdim False and True, and each value of its float argument."""
+    names = [a.name for a in _reduce_schema(name).arguments]
+    scalar = next((n for n in names if n in REDUCE_SCALARS), None)
+    calls = [dict(dim=d, keepdim=k) for d in _reduce_dims(name, nd) for k in (False, True)]
+    if scalar:
+        calls += [dict(dim=d, keepdim=False, **{scalar: s}) for s in REDUCE_SCALARS[scalar]
+                  for d in _reduce_dims(name, nd)[-2:]]
+    return calls
+
+
+def _reduce_check(name, x, kwargs, backward=True):
+    """capi.<name>(x, **kwargs) and its backward bit for bit against the torch ops (x: a tensor, given to
+    capi as _to_capi makes it: NumPy views keep its strides)."""
+    what = f"{name}({tuple(x.shape)}, strides {x.stride()}, {x.dtype}, {kwargs})"
+    ref = getattr(T, name)(x, **kwargs)
+    got = getattr(capi, name)(_to_capi(x), **kwargs)
+    assert type(got) is type(_to_capi(x)), what
+    try:
+        _same(got, ref)
+    except AssertionError as e:
+        raise AssertionError(f"{what}: {e}") from None
+    if backward and hasattr(T, name + "_backward"):
+        xc, g = x.contiguous(), torch.randn(ref.shape, dtype=x.dtype, device=x.device)
+        ref_gx = getattr(T, name + "_backward")(g, xc, ref, **kwargs)
+        got_gx = getattr(capi, name + "_backward")(*map(_to_capi, (g, xc, ref)), **kwargs)
+        try:
+            _same(got_gx, ref_gx)
+        except AssertionError as e:
+            raise AssertionError(f"{name}_backward of {what}: {e}") from None
+
+
+@pytest.mark.parametrize("shape", [(7, 13), (3, 5, 33)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("name", REDUCE)
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduce_ops_match_the_torch_ops_bit_for_bit(device, name, dtype, shape):
+    """Every dim form, keepdim, the op's float argument; values with ties (small integers: argmax's first
+    index, amax's even split of the gradient) and without."""
+    for x in (torch.randn(shape, dtype=dtype, device=device),
+              torch.randint(-2, 3, shape, device=device).to(dtype)):
+        for kwargs in _reduce_calls(name, len(shape)):
+            _reduce_check(name, x, kwargs)
+
+
+@pytest.mark.parametrize("name", REDUCE)
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduce_reads_views_in_place(device, name):
+    """A transposed view, a reversed one, a broadcast one (stride 0) and a sliced one, read through their
+    strides as the torch layer reads the same views; float16 too."""
+    base = torch.randn(13, 7, 5, device=device)
+    views = [base.transpose(0, 2), base[:, 2:3].expand(13, 4, 5), base[1::3, :, ::2], base.half().permute(1, 2, 0)]
+    for x in views:
+        for kwargs in _reduce_calls(name, 3)[::3]:
+            _reduce_check(name, x, kwargs, backward=False)
+
+
+@pytest.mark.parametrize("name", REDUCE)
+def test_reduce_reads_negative_strides(name):
+    """NumPy's reversed views (torch has none) read in place: the torch op's result on a contiguous copy,
+    to float64's rounding (the core's fold order follows the layout: one strided run or several)."""
+    base = np.random.randn(6, 9, 4)
+    for x in (base[::-1], base[:, ::-2].transpose(2, 0, 1), base[:, :, ::-1]):
+        for kwargs in _reduce_calls(name, 3)[::2]:
+            got = torch.from_numpy(np.asarray(getattr(capi, name)(x, **kwargs)))
+            torch.testing.assert_close(got, getattr(T, name)(torch.from_numpy(x.copy()), **kwargs), rtol=1e-12,
+                                       atol=1e-12, equal_nan=True, msg=lambda m: f"{x.strides} {kwargs}: {m}")
+
+
+@pytest.mark.parametrize("name", REDUCE)
+def test_reduce_edges(name):
+    """An empty output, an empty slice for an op with an identity, a 0-dim array, more than 8 dims (merged,
+    as the torch layer merges them), and the results passed in."""
+    _reduce_check(name, torch.randn(0, 5), dict(dim=1))  # no output
+    _reduce_check(name, torch.randn(0, 5), dict(dim=1, keepdim=True))
+    try:  # an empty slice: a value for an op with an identity, the core's error for one without
+        ref = getattr(T, name)(torch.randn(0, 5), dim=0)
+    except RuntimeError:
+        ref = None
+    if ref is None:
+        with pytest.raises(capi.CapiError, match="cannot reduce an empty slice"):
+            getattr(capi, name)(np.zeros((0, 5), np.float32), dim=0)
+    else:
+        _reduce_check(name, torch.randn(0, 5), dict(dim=0))
+    for d in (0, -1):
+        _reduce_check(name, torch.tensor(1.5, dtype=torch.float64), dict(dim=d))
+    _reduce_check(name, torch.tensor(-2.5), dict(dim=_reduce_dims(name, 0)[0]))
+    x = torch.randn(2, 1, 3, 2, 1, 2, 3, 1, 2, 3)  # 10 dims
+    for dim in _reduce_dims(name, 10)[-3:]:
+        _reduce_check(name, x, dict(dim=dim, keepdim=True))
+        _reduce_check(name, x.transpose(0, 9), dict(dim=dim))
+    if isinstance(_reduce_dims(name, 10)[-1], list):
+        _reduce_check(name, x, dict(dim=[0, 1, 2, 9]))
+    x = torch.randn(4, 6, dtype=torch.float64)
+    one = 1
+    y = getattr(T, name)(x, dim=one)
+    out = np.empty(y.shape, y.numpy().dtype)
+    assert getattr(capi, name)(x.numpy(), dim=one, out=out) is out
+    _same(out, y)
+    if hasattr(T, name + "_backward"):
+        gx = np.empty((4, 6))
+        g = torch.randn(y.shape, dtype=x.dtype)
+        assert getattr(capi, name + "_backward")(g.numpy(), x.numpy(), y.numpy(), dim=one, grad_x=gx) is gx
+        _same(gx, getattr(T, name + "_backward")(g, x, y, dim=one))
+
+
+def test_reduce_argmax_ties_take_the_first_index():
+    x = np.array([[1.0, 3.0, 3.0], [3.0, 0.0, 3.0]], np.float32)
+    for name, dim, keepdim, want in (("argmax", None, False, 1), ("argmax", 1, False, [1, 0]),
+                                     ("argmax", 0, True, [[1, 0, 0]]), ("argmin", None, True, [[4]]),
+                                     ("argmin", 1, False, [0, 1])):
+        got = getattr(capi, name)(x, dim, keepdim)
+        assert got.dtype == np.int64 and np.array_equal(got, np.array(want)), (name, dim, got)
+        _same(got, getattr(T, name)(torch.from_numpy(x), dim, keepdim))
+
+
+def test_reduce_signatures_are_the_schemas():
+    """capi.<op>: x, then the schema's arguments with its defaults (keyword-only where the schema says),
+    out and stream; capi.<op>_backward: grad_out, x, y, the same arguments, grad_x and stream."""
+    P = inspect.Parameter
+    for name in REDUCE:
+        assert name in capi.__all__ and name + "_backward" in capi.__all__
+        args = _reduce_schema(name).arguments
+        want = [(a.name, P.KEYWORD_ONLY if a.kwarg_only else P.POSITIONAL_OR_KEYWORD,
+                 a.default_value if a.has_default_value() else P.empty) for a in args[1:]]
+        for fn, lead, extra in ((getattr(capi, name), ["x"], "out"),
+                                (getattr(capi, name + "_backward"), ["grad_out", "x", "y"], "grad_x")):
+            params = list(inspect.signature(fn).parameters.values())
+            assert [p.name for p in params[:len(lead)]] == lead, fn
+            got = [(p.name, p.kind, p.default) for p in params[len(lead):-2]]
+            assert got == want, (fn, got, want)
+            assert [(p.name, p.kind) for p in params[-2:]] == [(extra, P.KEYWORD_ONLY), ("stream", P.KEYWORD_ONLY)]
+
+
+def _torch_message(call):
+    with pytest.raises(RuntimeError) as e:
+        call()
+    return str(e.value).splitlines()[0]
+
+
+def test_reduce_errors():
+    """The caller's checks in the torch layer's words; the core's (an empty slice of an op with no
+    identity) as a CapiError; argmax has no backward."""
+    x = np.random.randn(4, 6).astype(np.float32)
+    tx = torch.from_numpy(x)
+    for name, kwargs, what in (("var", dict(dim=[2]), "dim 2 is out of range for a tensor of 2 dims"),
+                               ("amax", dict(dim=-3), "dim -3 is out of range for a tensor of 2 dims"),
+                               ("mean", dict(dim=[1, -1]), "dim 1 appears more than once in the list of dims"),
+                               ("argmin", dict(dim=2), "dim 2 is out of range for a tensor of 2 dims")):
+        assert _torch_message(lambda: getattr(T, name)(tx, **kwargs)).endswith(f"tinycuda::{name}: {what}")
+        with pytest.raises(ValueError, match=rf"^tinycuda.capi.{name}: {what}$"):
+            getattr(capi, name)(x, **kwargs)
+    with pytest.raises(ValueError, match=r"^tinycuda.capi.std_backward: dim 0 appears more than once"):
+        capi.std_backward(x[0].copy(), x, x[0].copy(), [0, -2])
+    empty = "cannot reduce an empty slice \\(the reduced dims hold no element\\), the op has no identity"
+    for name, kwargs in (("amax", dict(dim=0)), ("argmax", dict()), ("vector_norm", dict(ord=float("-inf")))):
+        with pytest.raises(capi.CapiError, match=rf"tinycuda.capi.{name}: invalid argument: {name}: {empty}"):
+            getattr(capi, name)(np.zeros((0, 3), np.float32), **kwargs)
+    bad = [
+        (TypeError, r"tinycuda.capi.argmax: dim must be an int or None, got \[0\]", capi.argmax, (x, [0]), {}),
+        (TypeError, r"tinycuda.capi.mean: dim must be an int, a list of ints or None, got 'a'", capi.mean,
+         (x, "a"), {}),
+        (TypeError, r"tinycuda.capi.var: too many positional arguments", capi.var, (x, 0, 1.0), {}),
+        (TypeError, r"tinycuda.capi.std: correction must be a float, got 'x'", capi.std, (x,), {"correction": "x"}),
+        (TypeError, r"tinycuda.capi.logsumexp: missing a required argument: 'dim'", capi.logsumexp, (x,), {}),
+        (TypeError, r"tinycuda.capi.amax: keepdim must be a bool, got 1", capi.amax, (x, 0, 1), {}),
+        (TypeError, r"tinycuda.capi.mean: x has dtype int64", capi.mean, (np.arange(4),), {}),
+        (ValueError, r"tinycuda.capi.mean: out must be a C-contiguous float32 cpu array of shape \(6,\), got "
+                     r"float32 \(4,\)", capi.mean, (x, 0), {"out": np.empty(4, np.float32)}),
+        (ValueError, r"tinycuda.capi.argmin: out must be a C-contiguous int64 cpu array of shape \(\)",
+         capi.argmin, (x,), {"out": np.empty((), np.float32)}),
+        (ValueError, r"tinycuda.capi.amin: x has 9 dims whose reduced and kept ones alternate 9 times; at most 8",
+         capi.amin, (np.zeros((1,) * 9, np.float32), [0, 2, 4, 6, 8]), {}),
+        (ValueError, r"tinycuda.capi.mean_backward: x must be C-contiguous", capi.mean_backward,
+         (x[:, 0].copy(), x.T.copy().T, x[:, 0].copy(), 1), {}),
+        (ValueError, r"tinycuda.capi.mean_backward: grad_out must have shape \(4, 1\), got \(4,\)",
+         capi.mean_backward, (x[:, 0].copy(), x, x[:, :1].copy(), 1, True), {}),
+        (ValueError, r"tinycuda.capi.amax_backward: y must have shape \(\), got \(1,\)",
+         capi.amax_backward, (np.ones((), np.float32), x, np.ones(1, np.float32)), {}),
+        (TypeError, r"tinycuda.capi.amax_backward: y has dtype float64 but x has dtype float32",
+         capi.amax_backward, (np.ones((), np.float32), x, np.ones(())), {}),
+        (TypeError, r"tinycuda.capi.argmax_backward: argmax has no gradient", capi.argmax_backward,
+         (x[0].copy(), x, np.zeros(6, np.int64), 0), {}),
+    ]
+    for exc, match, fn, args, kwargs in bad:
+        with pytest.raises(exc, match=match):
+            fn(*args, **kwargs)

@@ -14,8 +14,9 @@ Importing this module does not import torch. CPU arrays: NumPy, or anything
 exposing DLPack on the CPU (torch tensors, for bfloat16); CUDA arrays: any
 object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
 All C-contiguous (but the x of an elementwise-family forward, sigmoid ...
-rsqrt, and the a and b of add ... pow and their backwards, read through their
-strides), of one dtype and device (no promotion), which picks the CPU or the
+rsqrt, the a and b of add ... pow and their backwards, and the x of a
+reduce-family forward, mean ... argmin, read through their strides), of one
+dtype and device (no promotion), which picks the CPU or the
 CUDA kernel (current device, on ``stream``, default: the array
 library's current one). Outputs are new arrays of the input's type, or passed in: ``out=``
 (``mean=``, ``rstd=``, ``mask=``) for a forward, ``grad_x=`` ... for a
@@ -39,6 +40,14 @@ library's tc_unary_schema and tc_binary_schema. A binary op broadcasts a and b
 (up to 8 dims) and takes a number for either (or a 0-dim CPU array beside a
 larger one, as the torch layer takes a 0-dim CPU tensor); its backward returns
 the gradients at the broadcast shape, for the caller to sum over broadcast dims.
+
+The reduce family's functions (capi.mean ... capi.argmin, tinycuda/reduce.h)
+are made the same way, from tc_reduce_op and tc_reduce_schema: capi.<op>(x,
+<the schema's arguments>) over any dims (dim None or []: all of them), the
+result new and C-contiguous over the kept dims (int64 for an index op, one
+tc_reduce_differentiable says has no gradient); capi.<op>_backward(grad_out,
+x, y, <the same arguments>) from the forward's input and output (an index
+op's refuses every call).
 """
 import ast
 import ctypes
@@ -423,41 +432,57 @@ def gelu_backward(grad_out, x, approximate="none", *, grad_x=None, stream=None):
 
 
 # ---------------------------------------------------------------------------
-# the elementwise family: sigmoid ... rsqrt, add ... pow and their backwards, made from the core's op lists
+# the elementwise family (sigmoid ... rsqrt, add ... pow) and the reduce family (mean ... argmin) and their
+# backwards, made from the core's op lists
 
-# The op names, read from the header so that __all__ lists them without loading
+# The op names, read from the headers so that __all__ lists them without loading
 # libtinycuda (whose path lib() may yet be given); each op's functions are made
-# on first use (the module's __getattr__) from the library's tc_unary_schema
-# and tc_binary_schema.
+# on first use (the module's __getattr__) from the library's tc_unary_schema,
+# tc_binary_schema and tc_reduce_schema. Every reduce op has its _backward name
+# here: which ops have a gradient only the library says (tc_reduce_differentiable);
+# the backward of one that has none refuses every call.
 _UNARY = _build.unary_ops()
 _BINARY = _build.binary_ops()
-__all__ += [f for name in _UNARY + _BINARY for f in (name, name + "_backward")]
+_REDUCE = _build.op_names("tc_reduce_op")
+__all__ += [f for name in _UNARY + _BINARY + _REDUCE for f in (name, name + "_backward")]
 
 
 def __getattr__(name):
-    """capi.<op> and capi.<op>_backward of the elementwise family, made on first use."""
+    """capi.<op> and capi.<op>_backward of the elementwise and reduce families, made on first use."""
     op = name.removesuffix("_backward")
-    if op not in _UNARY and op not in _BINARY:
+    make = (_unary_functions if op in _UNARY else _binary_functions if op in _BINARY
+            else _reduce_functions if op in _REDUCE else None)
+    if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    forward, backward = (_unary_functions if op in _UNARY else _binary_functions)(op)
+    forward, backward = make(op)
     globals().update({op: forward, op + "_backward": backward})
     return globals()[name]
 
 
 def _parse_schema(text):
     """(name, [(type, argument, default or inspect.Parameter.empty, keyword-only)]) of a schema of
-    tc_unary_schema or tc_binary_schema: "leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor",
-    "add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor" (the arguments after its * keyword-only)."""
+    tc_unary_schema, tc_binary_schema or tc_reduce_schema: "leaky_relu(Tensor x, float negative_slope=0.01)
+    -> Tensor", "add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor" (the arguments after its *
+    keyword-only), "var(Tensor x, int[1]? dim=None, *, float correction=1.0, bool keepdim=False) -> Tensor"
+    (a default in the schema's words: None, [], [0, 1], True and False are Python's too)."""
     name, args = re.fullmatch(r"(\w+)\((.*)\) -> Tensor", text).groups()
     parsed, keyword = [], False
-    for arg in args.split(", "):
+    for arg in re.split(r", (?![^\[]*\])", args):  # not at a list default's commas
         if arg == "*":
             keyword = True
             continue
         decl, _, default = arg.partition("=")
         typ, argname = decl.split()
-        parsed.append((typ, argname, ast.literal_eval(default) if default else inspect.Parameter.empty, keyword))
+        parsed.append((typ, argname, _default(default) if default else inspect.Parameter.empty, keyword))
     return name, parsed
+
+
+def _default(text):
+    """A schema's default as Python's: a literal (2.0, None, [], False), or inf, -inf or nan as torch writes them."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return float(text)
 
 
 def _unary_scalars(op, floats, given):
@@ -740,6 +765,162 @@ def geglu_backward(grad_out, a, b, approximate="tanh", *, grad_a=None, grad_b=No
     """(grad_out * b * gelu'(a), grad_out * gelu(a)) in one pass."""
     return _glu("geglu_backward", {"a": ("a", a), "grad_out": ("grad_y", grad_out), "b": ("b", b)},
                 {"grad_a": ("grad_a", grad_a), "grad_b": ("grad_b", grad_b)}, approximate, stream)
+
+
+# ---------------------------------------------------------------------------
+# the reduce family: mean ... argmin over any set of dims (tinycuda/reduce.h), made from the core's op list
+
+def _reduced_dims(op, typ, dim, nd):
+    """The dims a reduction over `dim` (the schema's type typ: "int[1]", "int[1]?" or "int?") reduces of an
+    array of nd dims, as a set: the torch layer's rule and words (csrc/torch/reduce.cpp). None or []: every
+    dim; a negative dim counts from the end; a 0-dim array takes dim 0 and -1 and reduces nothing."""
+    def is_int(d):
+        return isinstance(d, numbers.Integral) and not isinstance(d, bool)
+
+    listed = typ.startswith("int[")
+    if dim is None:
+        dims = []
+    elif is_int(dim):
+        dims = [int(dim)]
+    elif listed and isinstance(dim, (list, tuple)) and all(map(is_int, dim)):
+        dims = [int(d) for d in dim]
+    else:
+        raise TypeError(f"tinycuda.capi.{op}: dim must be an int{', a list of ints' if listed else ''} or None, "
+                        f"got {dim!r}")
+    if not dims:
+        return set(range(nd))
+    reduced, lim = set(), max(nd, 1)
+    for d in dims:
+        if not -lim <= d < lim:
+            raise ValueError(f"tinycuda.capi.{op}: dim {d} is out of range for a tensor of {nd} dims")
+        if nd == 0:
+            continue
+        if d % nd in reduced:
+            raise ValueError(f"tinycuda.capi.{op}: dim {d % nd} appears more than once in the list of dims")
+        reduced.add(d % nd)
+    return reduced
+
+
+def _reduced_shape(shape, reduced, keepdim):
+    """The result's shape: the kept dims in order, and with keepdim a 1 for each reduced one."""
+    return tuple(1 if d in reduced else n for d, n in enumerate(shape) if keepdim or d not in reduced)
+
+
+def _reduce_runs(op, shape, reduced):
+    """(sizes, reduce_mask) of the params for a C-contiguous array of `shape`: its own dims up to 8; past 8,
+    each run of neighbouring kept (reduced) dims merged into one, as the torch layer merges them."""
+    if len(shape) <= 8:
+        return list(shape), _mask_bits(reduced)
+    sizes, kinds = [], []
+    for d, n in enumerate(shape):
+        if kinds and kinds[-1] == (d in reduced):
+            sizes[-1] *= n
+        else:
+            sizes.append(n)
+            kinds.append(d in reduced)
+    if len(sizes) > 8:
+        raise ValueError(f"tinycuda.capi.{op}: x has {len(shape)} dims whose reduced and kept ones alternate "
+                         f"{len(sizes)} times; at most 8")
+    return sizes, _mask_bits(d for d, r in enumerate(kinds) if r)
+
+
+def _mask_bits(dims):
+    return functools.reduce(lambda m, d: m | 1 << d, dims, 0)
+
+
+def _reduce_functions(name):
+    """(capi.<name>, capi.<name>_backward) of a reduce op, with the schema's arguments and defaults. The
+    arguments after x are read by name, as the torch layer reads them: dim, keepdim, and the op's float
+    (var's and std's correction, vector_norm's ord: the params' scalar)."""
+    so = lib()
+    index = getattr(so, "TC_REDUCE_" + name.upper())
+    text = _text(so.tc_reduce_schema(index))
+    schema_name, args = _parse_schema(text)
+    known = {n for typ, n, *_ in args[1:] if n in ("dim", "keepdim") or typ == "float"}
+    floats = [n for typ, n, *_ in args if typ == "float"]  # (this module's sum is capi.sum)
+    if (schema_name != name or args[0][0] != "Tensor" or "dim" not in known or len(known) != len(args) - 1
+            or len(floats) > 1):
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_REDUCE_{name.upper()} is {text!r}, not "
+                           f"{name}(Tensor x, dim, keepdim and at most one float): the headers and the library "
+                           f"disagree")
+    xname, rest = args[0][1], args[1:]
+    dim_type = next(typ for typ, n, *_ in rest if n == "dim")
+    scalar = floats[0] if floats else None
+    differentiable = so.tc_reduce_differentiable(index) == 1
+    P = inspect.Parameter
+    params = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in rest]
+    positional = [p for p in params if p.kind == P.POSITIONAL_OR_KEYWORD]
+    keyword = [p for p in params if p.kind == P.KEYWORD_ONLY]
+    stream = P("stream", P.KEYWORD_ONLY, default=None)
+    forward_sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD), *positional, *keyword,
+                                     P("out", P.KEYWORD_ONLY, default=None), stream])
+    backward_sig = inspect.Signature([*(P(n, P.POSITIONAL_OR_KEYWORD) for n in ("grad_out", xname, "y")),
+                                      *positional, *keyword, P("grad_x", P.KEYWORD_ONLY, default=None), stream])
+
+    def options(op, g, nd):
+        """(the reduced dims, keepdim, the params' scalar) of bound arguments g."""
+        keepdim = g.get("keepdim", False)
+        if not isinstance(keepdim, (bool, np.bool_)):
+            raise TypeError(f"tinycuda.capi.{op}: keepdim must be a bool, got {keepdim!r}")
+        value = 0.0
+        if scalar is not None:
+            try:
+                value = float(g[scalar])
+            except (TypeError, ValueError):
+                raise TypeError(f"tinycuda.capi.{op}: {scalar} must be a float, got {g[scalar]!r}") from None
+        return _reduced_dims(op, dim_type, g["dim"], nd), bool(keepdim), value
+
+    def forward(*args, **kwargs):
+        g = _bind(name, forward_sig, args, kwargs)
+        v = _check(name, {xname: g[xname]}, strided=(xname,))[xname]
+        reduced, keepdim, value = options(name, g, len(v.shape))
+        y, yv = _array(name, "out", g["out"], v, _reduced_shape(v.shape, reduced, keepdim),
+                       None if differentiable else "int64")
+        if len(v.shape) > 8 or v.strides is None:
+            # past 8 dims (merged: _reduce_runs), or strides of no whole element: read from a contiguous copy
+            _reduce_runs(name, v.shape, reduced)  # its error before the copy
+            v = v if v.contiguous else _check(name, {xname: _contiguous(v)})[xname]
+            sizes, mask = _reduce_runs(name, v.shape, reduced)
+            strides = _c_strides(sizes)
+        else:
+            sizes, mask, strides = list(v.shape), _mask_bits(reduced), list(v.strides)
+        _call(name, v, g["stream"], "reduce", op=index, scalar=value, ndim=len(sizes), sizes=sizes,
+              x_strides=strides, reduce_mask=mask, x=v, y=yv)
+        return y
+
+    def backward(*args, **kwargs):
+        op = name + "_backward"
+        g = _bind(op, backward_sig, args, kwargs)
+        if not differentiable:
+            raise TypeError(f"tinycuda.capi.{op}: {name} has no gradient (its result is an int64 index)")
+        v = _check(op, {xname: g[xname], "grad_out": g["grad_out"], "y": g["y"]})
+        xv = v[xname]
+        reduced, keepdim, value = options(op, g, len(xv.shape))
+        shape = _reduced_shape(xv.shape, reduced, keepdim)
+        for arg in ("grad_out", "y"):
+            if v[arg].shape != shape:
+                raise ValueError(f"tinycuda.capi.{op}: {arg} must have shape {shape}, got {v[arg].shape}")
+        gx, gxv = _array(op, "grad_x", g["grad_x"], xv, xv.shape)
+        sizes, mask = _reduce_runs(op, xv.shape, reduced)
+        _call(op, xv, g["stream"], "reduce_backward", op=index, scalar=value, ndim=len(sizes), sizes=sizes,
+              reduce_mask=mask, grad_y=v["grad_out"], x=xv, y=v["y"], grad_x=gxv)
+        return gx
+
+    dtype = "x's dtype" if differentiable else "int64 (an index into the reduced dims, row-major)"
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. x: an array of any strides (negative or 0 "
+        f"too), read in place (past 8 dims, from a contiguous copy whose neighbouring kept or reduced dims are "
+        f"merged, at most 8 runs). dim: an int{', a list of ints' if dim_type.startswith('int[') else ''} or "
+        f"None; None or [] reduces every dim, a negative dim counts from the end. out: C-contiguous over the kept "
+        f"dims (keepdim: a 1 for each reduced one), of {dtype}.")
+    backward.__doc__ = (
+        f"grad_x of {name}(x) for grad_out, from x and y, the forward's input and output, all C-contiguous, of "
+        f"one dtype, with the forward's arguments; grad_x C-contiguous, of x's shape." if differentiable else
+        f"{name} has no gradient (tc_reduce_differentiable is 0): every call raises TypeError.")
+    for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__signature__ = sig
+    return forward, backward
 
 
 # ---------------------------------------------------------------------------

@@ -820,6 +820,225 @@ def _sum_errors():
     ]
 
 
+# ---------------------------------------------------------------------------
+# the reduce family: mean ... prod, one entry each (the op list is the core's: tc_reduce_op)
+
+def _prod_ref(x, dim=None, keepdim=False):
+    """torch.prod, whose dim takes no None: every dim then (as _sum_ref's)."""
+    if dim is not None:
+        return torch.prod(x, dim, keepdim)
+    return torch.prod(x).reshape((1,) * x.dim()) if keepdim else torch.prod(x)
+
+
+def _near_one(shape, device, dtype):
+    """Values of magnitude 1 +- 0.01, either sign: a product of 35000 of them stays in range (log ~ -2 +- 2)."""
+    sign = torch.where(torch.randn(shape, device=device) < 0, -1.0, 1.0)
+    return (sign * (1 + randn(shape, device, torch.float32, 0.01))).to(dtype)
+
+
+def _logsumexp_ref(x, dim, keepdim=False):
+    """torch.logsumexp, with dim=[] (every dim, as tinycuda takes it) spelled as every dim: torch's own fails on
+    [] with keepdim=True ("output with shape [] doesn't match the broadcast shape [1, 1]")."""
+    if isinstance(dim, (list, tuple)) and not dim:
+        dim = tuple(range(x.dim()))
+    return torch.logsumexp(x, dim, keepdim)
+
+
+@dataclass
+class _Reduce:
+    """What the table says of one reduce op: its torch reference (same arguments), its inputs (make:
+    (shape, device, dtype) -> x; randn by default), its scalar's variants (var, std: correction; vector_norm:
+    ord), every dim as its schema spells it (None; amax's, amin's and logsumexp's int[1]: []), whether dim is
+    one int (argmax, argmin, prod: no lists of dims), whether it has an identity (amax ... argmin refuse an empty
+    slice), finite(kw, n): whether a slice of n elements makes a finite number (the samples' edges: mean's
+    NaN and logsumexp's -inf of an empty slice, var's and std's of no more elements than the correction are
+    tests/test_reduce.py's, against torch with NaN equal), constant(kw): whether the variant's gradient is 0
+    everywhere (vector_norm's ord 0, whose torch result has no graph back to x: forward-only samples), and its
+    float32 tolerances."""
+    ref: callable
+    make: callable = None
+    kwargs: tuple = ({},)
+    every_dim: object = None
+    one_dim: bool = False
+    identity: bool = True
+    finite: callable = lambda kw, n: n > 0
+    constant: callable = lambda kw: False
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    grad_atol: float = None
+
+    def input(self, shape, device, dtype):
+        return self.make(shape, device, dtype) if self.make else randn(shape, device, dtype)
+
+
+def _has_backward(name):
+    """Whether the op has a gradient (argmax and argmin, int64 indices, have none)."""
+    return hasattr(torch.ops.tinycuda, name + "_backward")
+
+
+def _more_than_correction(kw, n):
+    return n > kw.get("correction", 1.0)
+
+
+REDUCE = {
+    "mean": _Reduce(torch.mean),
+    # randn's values are distinct: no ties where gradcheck runs (an expanded view's, split evenly, where it does not)
+    "amax": _Reduce(torch.amax, every_dim=[], identity=False),
+    "amin": _Reduce(torch.amin, every_dim=[], identity=False),
+    "logsumexp": _Reduce(_logsumexp_ref, lambda sh, dev, dt: randn(sh, dev, dt, 3.0), every_dim=[]),
+    "var": _Reduce(torch.var, kwargs=({}, {"correction": 0.0}, {"correction": 2.0}), finite=_more_than_correction),
+    "std": _Reduce(torch.std, kwargs=({}, {"correction": 0.0}, {"correction": 2.0}), finite=_more_than_correction),
+    # |x| >= 0.5: ord 1's and inf's kinks (x = 0, ties of |x|) and ord 0.5's steep |x|^-0.5 stay away from
+    # gradcheck's finite differences; zeros (ord 0's count, the gradient at a zero norm) are test_reduce's
+    "vector_norm": _Reduce(torch.linalg.vector_norm, lambda sh, dev, dt: _away_from_zero(randn(sh, dev, dt)).to(dt),
+                           kwargs=({}, *({"ord": p} for p in (1.0, math.inf, -math.inf, 0.0, 3.0, 0.5))),
+                           # ord +-inf has no identity: an empty slice is refused (test_reduce's)
+                           finite=lambda kw, n: n > 0 or abs(kw.get("ord", 2.0)) != math.inf,
+                           constant=lambda kw: kw.get("ord") == 0.0),
+    "argmax": _Reduce(torch.argmax, one_dim=True, identity=False),
+    "argmin": _Reduce(torch.argmin, one_dim=True, identity=False),
+    # float32 products of up to 35000 factors: relative error ~ sqrt(n) eps / 2 (its gradient y / x the same);
+    # an empty slice's is 1; zeros (one in a slice: the others' product; two: 0) are test_reduce's
+    "prod": _Reduce(_prod_ref, _near_one, one_dim=True, finite=lambda kw, n: True, rtol=5e-5),
+}
+
+_EVERY = "every"  # a case's dims: every dim, as the op's schema spells it (_Reduce.every_dim)
+
+# (shape, dims): every dim (0-dim, one element, odd lengths, 4097 past the CPU's 4096-element chunks); one dim,
+# negative; several non-adjacent ones; a unit reduced dim; 3-D and 4-D; long slices (3 x 9000 over dim 1: rows
+# cut in two on CUDA, past the CPU's chunks; 5000 x 7 over dim 0: the column path, its slice cut in chunks;
+# 2 x 3 x 4097 over (0, 2): a long slice of two strided pieces); empty outputs (a kept dim of 0); and empty
+# slices (a reduced dim of 0), taken where the op's `finite` says so.
+REDUCE_CASES = [
+    ((), _EVERY), ((), 0), ((), -1), ((1,), _EVERY), ((7,), _EVERY), ((4097,), _EVERY), ((5, 33), _EVERY),
+    ((5, 33), 0), ((5, 33), 1), ((5, 33), -1), ((3, 4, 5), (0, 2)), ((3, 4, 5), (-1, 0)), ((33, 1, 65), 1),
+    ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 2, -1)), ((2, 3, 4097), (0, 2)), ((3, 9000), 1), ((5000, 7), 0),
+    ((0, 5), 1), ((3, 0), 0), ((4, 0, 3), (0, 2)), ((3, 0), 1), ((0,), _EVERY),
+]
+
+
+def _reduced(shape, dims):
+    """Whether reducing `dims` of a tensor of `shape` leaves an output, and the element count of a slice."""
+    nd = len(shape)
+    if dims == _EVERY:
+        red = set(range(nd))
+    else:  # a 0-dim tensor takes dim 0 and -1, and reduces nothing
+        red = {d % nd for d in ((dims,) if isinstance(dims, int) else dims)} if nd else set()
+    return all(s for d, s in enumerate(shape) if d not in red), math.prod(shape[d] for d in red)
+
+
+def _reduce_op_samples(name):
+    """REDUCE_CASES (those whose dims the op takes, and whose slices make a finite number) with keepdim both ways,
+    contiguous and strided (the other variants of the op's scalar, whose math alone differs: contiguous,
+    keepdim=False); views read in place: transposed (reduced over each dim: the row and the column path),
+    sliced, a permuted tensor over non-adjacent dims, an expanded one (stride 0: equal values, amax's gradient
+    split evenly, argmax's first index); and the defaults (x alone; logsumexp: dim positional)."""
+    u = REDUCE[name]
+
+    def samples(device, dtype):
+        for i, kw in enumerate(u.kwargs):
+            tag, grad = "".join(f"-{k}={v}" for k, v in kw.items()), () if u.constant(kw) else None
+
+            def reduce(sid, x, dims, keepdims=(False, True), layouts=("contig",)):
+                for keepdim in keepdims:
+                    args = {"dim": u.every_dim if dims == _EVERY else dims, "keepdim": keepdim, **kw}
+                    for layout in layouts:
+                        yield Sample(f"{sid}-dim{dims}-keepdim{keepdim}-{layout}{tag}", (view(x, layout),), args,
+                                     grad, layout)
+
+            for shape, dims in REDUCE_CASES:
+                output, n = _reduced(shape, dims)
+                if (u.one_dim and not (dims == _EVERY or isinstance(dims, int))) or (output and not u.finite(kw, n)):
+                    continue
+                x = u.input(shape, device, dtype)
+                if i == 0:
+                    yield from reduce(_shape_id(shape), x, dims, layouts=("contig", "strided"))
+                else:
+                    yield from reduce(_shape_id(shape), x, dims, (False,))
+            x = u.input((33, 5), device, dtype).t()
+            yield from reduce("33x5-transposed", x, 0, (False,))
+            yield from reduce("33x5-transposed", x, 1, (True,))
+            x = u.input((5, 70), device, dtype)[:, 3:36]
+            yield from reduce("5x70-sliced", x, 1, (False,))
+            yield from reduce("5x70-sliced", x, _EVERY, (True,))
+            yield from reduce("3x4x5-permuted", u.input((3, 4, 5), device, dtype).permute(2, 0, 1),
+                              0 if u.one_dim else (0, 2))
+            yield from reduce("5x1-expanded", u.input((5, 1), device, dtype).expand(5, 33), 1, (False,))
+            x = u.input((5, 33), device, dtype)
+            if name == "logsumexp":  # no default dim
+                yield Sample("5x33-dim_positional", (x, 1))
+            else:
+                yield Sample(f"5x33-defaults{tag}", (x,), kw, grad)
+    return samples
+
+
+def _reduce_op_errors(name):
+    """dim out of range, a dim twice, an integer x, an empty slice for an op with no identity (vector_norm's
+    ord=-inf too), the backward's grad_out of the wrong shape: each from the C++ layer and from the fake
+    kernel (torch.compile, meta tensors); and (the C++ layer) more than 8 dims alternating between kept and
+    reduced, beyond what merging neighbours reaches."""
+    u = REDUCE[name]
+
+    def errors():
+        fn, op = getattr(ops, name), f"tinycuda::{name}"
+        no_identity = {} if u.identity else {"dim": 1}
+        if name == "vector_norm":
+            no_identity = {"dim": 1, "ord": -math.inf}
+        cases = []
+        for x in (torch.randn(3, 4), torch.empty(3, 4, device="meta")):
+            cases += [ErrorCase(rf"{op}: dim 2 is out of range for a tensor of 2 dims", fn, (x,), {"dim": 2}),
+                      ErrorCase(rf"{op}: dim -3 is out of range for a tensor of 2 dims", fn, (x,), {"dim": -3}),
+                      ErrorCase(rf"{op}: x must be float32, float16, bfloat16 or float64, got Long", fn, (x.long(),),
+                                {"dim": 1})]
+            if not u.one_dim:
+                cases.append(ErrorCase(rf"{op}: dim 1 appears more than once in the list of dims", fn, (x,),
+                                       {"dim": (1, -1)}))
+            if no_identity:
+                cases.append(ErrorCase(rf"{op}: cannot reduce an empty slice \(the reduced dims hold no element\), "
+                                       rf"the op has no identity", fn, (x[:, :0],), no_identity))
+            if _has_backward(name):
+                bwd = getattr(torch.ops.tinycuda, name + "_backward")
+                cases.append(ErrorCase(rf"{op}_backward: grad_out must have shape \[3\], got \[4\]", bwd,
+                                       (x.new_empty(4), x, fn(x, dim=1)), {"dim": 1}))
+        if not u.one_dim:
+            cases.append(ErrorCase(rf"{op}: x has 10 dims whose reduced and kept ones alternate 10 times; at most 8",
+                                   fn, (torch.randn((1, 2) * 5),), {"dim": (0, 2, 4, 6, 8)}))
+        return cases
+    return errors
+
+
+def _reduce_op_bench(name):
+    """A bench shape is (outer, reduced, inner): x of that shape without its unit dims, reduced over the middle
+    one: (1, n, 1) a full reduction, (m, n, 1) rows (the contiguous dim reduced), (1, n, k) columns (dim 0),
+    (m, n, k) a middle dim. vector_norm's ord (2) goes before dim; var's and std's correction is the default."""
+    def make(sh, dt, dev):
+        outer, red, inner = sh
+        x = REDUCE[name].input((outer,) * (outer > 1) + (red,) + (inner,) * (inner > 1), dev, dt)
+        return [x, *((2.0,) if name == "vector_norm" else ()), int(outer > 1)]
+    return make
+
+
+def _reduce_bytes(name):
+    """fwd reads x and writes y (int64 indices for argmax, argmin); bwd reads grad_y, x and y (mean's: grad_y
+    alone) and writes grad_x. What a backward reduces first into its workspace (var's mean, amax's tie
+    counts), a second read of x, is not counted."""
+    def cost(shape, mode, s):
+        n, m = math.prod(shape), shape[0] * shape[2]
+        fwd = n * s + m * (s if _has_backward(name) else 8)
+        bwd = (m + n if name == "mean" else 2 * m + 2 * n) * s
+        return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
+    return cost
+
+
+# (outer, reduced, inner), as _reduce_op_bench makes them: a full reduction, rows, columns; "all" adds many
+# short rows, many short columns, a middle dim
+REDUCE_SHAPES = {"small": [(1, 2**26, 1), (8192, 8192, 1), (1, 8192, 8192)],
+                 "large": [(1, 2**28, 1), (16384, 16384, 1), (1, 16384, 16384)],
+                 "all": [(1, 2**24, 1), (1, 2**26, 1), (1, 2**28, 1), (8192, 8192, 1), (1, 8192, 8192),
+                         (65536, 1024, 1), (1, 1024, 65536), (64, 1024, 1024)],
+                 "cpu": [(1, 2**20, 1), (1024, 1024, 1), (1, 1024, 1024)]}
+
+
 LINEAR_CASES = [  # (batch shape, in_features, out_features)
     ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
     ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
@@ -1955,6 +2174,15 @@ OPS = [
            bench=Bench({"small": [(2**20,)], "large": [(2**28,)], "all": [(2**16,), (2**20,), (2**24,), (2**28,)],
                         "cpu": [(2**16,), (2**20,)]},
                        _one, lambda sh, mode, s: ("GB/s", math.prod(sh) * s), modes=("fwd",), fp32_tol=1e-3)),
+    # the reduce family, in the core's op order (tinycuda.ops.reduce reads it from tc_reduce_op): fwd (and fwd+bwd
+    # where there is a gradient) on a full reduction, rows and columns; an op of the list with no REDUCE line
+    # fails test_every_op_and_function_is_in_the_table
+    *(OpInfo(name, getattr(ops, name), u.ref, _reduce_op_samples(name), rtol=u.rtol, atol=u.atol,
+             grad_atol=u.grad_atol, differentiable=grad, gradcheck=grad, racecheck=True,
+             errors=_reduce_op_errors(name),
+             bench=Bench(REDUCE_SHAPES, _reduce_op_bench(name), _reduce_bytes(name),
+                         modes=("fwd", "fwd+bwd") if grad else ("fwd",), fp32_tol=1e-3))
+      for name, u, grad in ((n, REDUCE[n], _has_backward(n)) for n in ops.reduce.__all__ if n in REDUCE)),
     # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
     OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
            errors=_linear_errors, cuda_errors=_linear_cuda_errors,

@@ -50,3 +50,37 @@ inline size_t sum_workspace(tc_dtype dtype, int64_t outer, int64_t reduce, int64
 }
 
 }  // namespace plan
+
+// ---------------------------------------------------------------------------
+// The reduce family (tinycuda/reduce.h): its CUDA launcher and workspace query
+// both cut the work here.
+//   rows     the reduced dims end in a stride-1 dim, or the kept ones do not:
+//            `group` threads a slice (a warp for slices under 2048 elements, 8
+//            slices a block; a block above), a long slice cut into `splits`
+//            segments (row_splits) whose states a second kernel merges
+//   columns  the kept dims end in a stride-1 dim and the reduced ones do not
+//            (mean over dim 0 of a matrix): 32 adjacent outputs a block, its 8
+//            rows of threads walking the slice, cut into `splits` chunks
+//            (column_chunks)
+namespace plan {
+
+struct Reduce {
+  bool columns = false;
+  int group = 32;       // rows: threads a slice
+  int64_t splits = 1;   // partial states per output (1: none, no workspace)
+};
+
+inline Reduce reduce(int64_t outputs, int64_t slice, bool kept_unit_inner, bool red_unit_inner) {
+  Reduce r;
+  if (outputs <= 0 || slice <= 0) return r;
+  if (kept_unit_inner && !red_unit_inner && outputs > 1) {
+    r.columns = true;
+    r.splits = column_chunks(slice, outputs);
+    return r;
+  }
+  r.group = slice < 2048 ? 32 : 256;
+  if (r.group == 256) r.splits = row_splits(outputs, slice);
+  return r;
+}
+
+}  // namespace plan

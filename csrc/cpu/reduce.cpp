@@ -1,0 +1,222 @@
+// reduce family, CPU: y[o] = fold of x's slice o (tinycuda/reduce.h).
+//
+// A slice is folded in chunks of kChunk elements, each in kLanes interleaved
+// states (element r into state r % kLanes) where the slice is one strided run,
+// else in element order; the states merge left to right. The chunking is fixed by the shape, not
+// by the thread count, so results are the same on any machine. Threads split
+// the (output, chunk) items; a state per item (kChunk = 4096: at most
+// 1/4096 of x's elements) holds what a later pass merges. The chunks also
+// bound the float32 error of long sums to ~sqrt(n/4096) roundings, not n.
+//
+// Backward: every element's gradient from its output's (g, y, aux), x walked
+// in its own order with y's broadcast strides; aux (var's mean, amax's tie
+// counts) is a forward reduction of its own first.
+#include <type_traits>
+#include <vector>
+
+#include "../shared/reduce_math.h"
+#include "kit/cpu_utils.h"
+#include "kit/parallel.h"
+
+namespace {
+
+constexpr int64_t kChunk = 4096;
+constexpr int kLanes = 8;
+
+// f(offset, r) for the elements r in [r0, r1) of a collapsed layout, an
+// odometer over its dims (no division per element)
+template <class F>
+void walk(const StridedLayout<1>& l, int64_t r0, int64_t r1, F&& f) {
+  if (r0 >= r1) return;
+  if (l.ndim <= 1) {
+    const int64_t s = l.ndim ? l.strides[0][0] : 0;
+    for (int64_t r = r0; r < r1; ++r) f(r * s, r);
+    return;
+  }
+  int64_t idx[8];
+  int64_t rem = r0, off = 0;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    idx[d] = rem % l.sizes[d], rem /= l.sizes[d];
+    off += idx[d] * l.strides[0][d];
+  }
+  const int last = l.ndim - 1;
+  for (int64_t r = r0; r < r1;) {
+    // the innermost dim in one run
+    const int64_t run = std::min(r1 - r, l.sizes[last] - idx[last]);
+    const int64_t s = l.strides[0][last];
+    for (int64_t k = 0; k < run; ++k) f(off + k * s, r + k);
+    r += run;
+    off += run * s;
+    idx[last] += run;
+    for (int d = last; d > 0 && idx[d] == l.sizes[d]; --d) {
+      off -= idx[d] * l.strides[0][d];
+      idx[d] = 0;
+      ++idx[d - 1];
+      off += l.strides[0][d - 1];
+    }
+  }
+}
+
+// y[o] = the output of state s: an element of y (T), an index, or the state
+// itself (the backward's aux, which reduce_grad reads unfinished)
+template <class M, class T, class Out, class S, class C>
+void store(Out* y, int64_t o, const S& s, const C& c) {
+  if constexpr (std::is_same_v<Out, S>) y[o] = s;
+  else if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(M::finish(s, c));
+  else y[o] = Out(M::finish(s, c));
+}
+
+// The columns layout (the kept dims end in a stride-1 run, the slice is
+// strided: mean over dim 0): a row of x in the outer loop, a block of kBlock
+// adjacent outputs in the inner one, so loads are contiguous; each output
+// still folds its elements in slice order, chunk by chunk. One output at a
+// time instead would walk a column, a cache line a element (11x slower than
+// torch over dim 0 of 2048 x 2048 fp32).
+template <int OP, class T, class Out>
+tc_status reduce_columns_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x,
+                             Out* y, const T* target) {
+  using A = acc_t<T>;
+  using M = ReduceMath<OP, A>;
+  using State = typename M::State;
+  constexpr int64_t kBlock = 64;
+  const int64_t outputs = l.outputs(), n = l.slice(), run = l.kept.sizes[l.kept.ndim - 1];
+  const int64_t per_run = (run + kBlock - 1) / kBlock, items = outputs / run * per_run;
+  const int64_t threads = threads_for(items, outputs * n);
+  const bool ok = run_threads(threads, [&](int64_t t) {
+    State s[kBlock], part[kBlock];
+    for (int64_t it = items * t / threads; it < items * (t + 1) / threads; ++it) {
+      const int64_t o0 = it / per_run * run + it % per_run * kBlock, m = std::min(kBlock, run - it % per_run * kBlock);
+      const T* xo = x + layout_offset(l.kept, o0);  // output o0 + j reads xo[j + ...]
+      for (int64_t r0 = 0; r0 < n; r0 += kChunk) {
+        for (int64_t j = 0; j < m; ++j) part[j] = M::init(c, kNeedsTarget<OP> ? to_acc(target[o0 + j]) : A(0));
+        walk(l.red, r0, std::min(n, r0 + kChunk), [&](int64_t off, int64_t r) {
+          for (int64_t j = 0; j < m; ++j) M::add(part[j], to_acc(xo[off + j]), r, c);
+        });
+        for (int64_t j = 0; j < m; ++j) s[j] = r0 ? reduce_merge<OP>(s[j], part[j], c) : part[j];
+      }
+      for (int64_t j = 0; j < m; ++j) store<M, T>(y, o0 + j, s[j], c);
+    }
+  });
+  return ok ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);
+}
+
+// y[o] (Out: T, int64 indices, or the state for the backward's aux) for every
+// output; target, where the op counts ties, is the forward's y.
+template <int OP, class T, class Out>
+tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x, Out* y,
+                     const T* target) {
+  using A = acc_t<T>;
+  using M = ReduceMath<OP, A>;
+  using State = typename M::State;
+  const int64_t outputs = l.outputs(), n = l.slice();
+  const bool unit_kept = l.kept.ndim && l.kept.strides[0][l.kept.ndim - 1] == 1;
+  const bool unit_red = l.red.ndim && l.red.strides[0][l.red.ndim - 1] == 1;
+  if (unit_kept && !unit_red && outputs > 1 && n > 1)
+    return reduce_columns_cpu<OP, T>(name, l, c, x, y, target);
+  const int64_t chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk), items = outputs * chunks;
+  std::vector<State> states(chunks > 1 ? size_t(items) : 0);
+  const int64_t threads = threads_for(items, outputs * n);
+  const bool ok = run_threads(threads, [&](int64_t t) {
+    for (int64_t it = items * t / threads; it < items * (t + 1) / threads; ++it) {
+      const int64_t o = it / chunks, k = it % chunks;
+      const T* xo = x + layout_offset(l.kept, o);
+      const A tgt = kNeedsTarget<OP> ? to_acc(target[o]) : A(0);
+      const int64_t r0 = k * kChunk, r1 = std::min(n, (k + 1) * kChunk);
+      State s = M::init(c, tgt);
+      if (l.red.ndim <= 1) {
+        // kLanes states, element r into lane r % kLanes, folded in lane order: independent
+        // chains the compiler can keep in vector registers (a single float sum waits ~4
+        // cycles an element on the previous add)
+        const int64_t step = l.red.ndim ? l.red.strides[0][0] : 0;
+        State lane[kLanes];
+        for (int j = 0; j < kLanes; ++j) lane[j] = M::init(c, tgt);
+        int64_t r = r0;
+        if (step == 1) {  // its own loop: a runtime stride keeps the compiler from vector loads
+          for (; r + kLanes <= r1; r += kLanes)
+            for (int j = 0; j < kLanes; ++j) M::add(lane[j], to_acc(xo[r + j]), r + j, c);
+        } else {
+          for (; r + kLanes <= r1; r += kLanes)
+            for (int j = 0; j < kLanes; ++j) M::add(lane[j], to_acc(xo[(r + j) * step]), r + j, c);
+        }
+        for (int j = 0; r < r1; ++r, ++j) M::add(lane[j], to_acc(xo[r * step]), r, c);
+        s = lane[0];
+        for (int j = 1; j < kLanes; ++j) s = reduce_merge<OP>(s, lane[j], c);
+      } else {
+        walk(l.red, r0, r1, [&](int64_t off, int64_t r) { M::add(s, to_acc(xo[off]), r, c); });
+      }
+      if (chunks == 1) store<M, T>(y, o, s, c);
+      else states[size_t(it)] = s;
+    }
+  });
+  if (!ok) return tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);
+  if (chunks > 1) {
+    for (int64_t o = 0; o < outputs; ++o) {
+      State s = states[size_t(o * chunks)];
+      for (int64_t k = 1; k < chunks; ++k) s = reduce_merge<OP>(s, states[size_t(o * chunks + k)], c);
+      store<M, T>(y, o, s, c);
+    }
+  }
+  return TC_OK;
+}
+
+}  // namespace
+
+tc_status tc_reduce_cpu(const tc_reduce_params* p) {
+  TC_RETURN_IF_ERROR(reduce_check(p));
+  const char* name = reduce_name(p->op);
+  const ReduceLayout l = reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask);
+  if (l.outputs() == 0) return TC_OK;
+  return dispatch_cpu(p->dtype, name, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    const auto c = reduce_ctx<acc_t<T>>(p->op, p->scalar, l.slice());
+    const T* x = static_cast<const T*>(p->x);
+    return dispatch_reduce(p->op, [&](auto k) -> tc_status {
+      constexpr int OP = decltype(k)::value;
+      if constexpr (kArgOp<OP>) return reduce_cpu<OP, T>(name, l, c, x, static_cast<int64_t*>(p->y), x);
+      else return reduce_cpu<OP, T>(name, l, c, x, static_cast<T*>(p->y), x);
+    });
+  });
+}
+
+tc_status tc_reduce_backward_cpu(const tc_reduce_backward_params* p) {
+  TC_RETURN_IF_ERROR(reduce_check(p));
+  const char* name = reduce_name(p->op, true);
+  const ReduceLayout l = reduce_backward_layout(p);
+  if (l.outputs() * l.slice() == 0) return TC_OK;
+  return dispatch_cpu(p->dtype, name, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const auto c = reduce_ctx<A>(p->op, p->scalar, l.slice());
+    const T *x = static_cast<const T*>(p->x), *y = static_cast<const T*>(p->y),
+            *g = static_cast<const T*>(p->grad_y);
+    T* gx = static_cast<T*>(p->grad_x);
+    return dispatch_reduce(p->op, [&](auto k) -> tc_status {
+      constexpr int OP = decltype(k)::value;
+      if constexpr (kArgOp<OP>) {
+        return TC_OK;  // refused by reduce_check
+      } else {
+        using Aux = AuxState<OP, A>;
+        std::vector<Aux> aux;
+        if (const int aux_op = reduce_aux_op(p->op, p->scalar); aux_op >= 0) {
+          aux.resize(size_t(l.outputs()));
+          TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) -> tc_status {
+            constexpr int AUX = decltype(a)::value;
+            if constexpr (std::is_same_v<typename ReduceMath<AUX, A>::State, Aux>)
+              return reduce_cpu<AUX, T>(name, l, c, x, aux.data(), y);
+            else return tc_fail(TC_ERR_INTERNAL, "%s: aux op %d does not fit", name, AUX);
+          }));
+        }
+        // x in its own order, each element's output through y's broadcast strides
+        const StridedLayout<1> yl = reduce_grad_layout(p);
+        const int64_t total = yl.n, threads = threads_for(total, total);
+        const bool ok = run_threads(threads, [&](int64_t t) {
+          walk(yl, total * t / threads, total * (t + 1) / threads, [&](int64_t o, int64_t i) {
+            gx[i] = from_acc<T>(reduce_grad<OP>(to_acc(g[o]), to_acc(x[i]), to_acc(y[o]),
+                                                aux.empty() ? Aux{} : aux[size_t(o)], c));
+          });
+        });
+        return ok ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);
+      }
+    });
+  });
+}

@@ -1,0 +1,290 @@
+// reduce: y[o] = fold of x's slice o, over any set of dims (tinycuda/reduce.h;
+// the per-op math, shared with the CPU, in shared/reduce_math.h).
+//
+// x's dims are split into the kept ones (o walks them, y contiguous) and the
+// reduced ones (r walks a slice), each collapsed to the fewest dims
+// (reduce_layout). plan::reduce (shared/reduce_plan.h) picks one of two shapes:
+//
+// rows      G threads fold a slice: G = 32 (a warp; 8 slices a 256-thread
+//           block) for slices under 2048 elements, else G = 256 (a block).
+//           Thread t takes elements t, t + G, ...; where the slice is one
+//           stride-1 run at 16-byte aligned rows, 16-byte vectors, 4 in flight.
+//           The G states fold in a fixed tree: warp shuffles (a struct state
+//           moves as 32-bit words), then shared memory across warps. A long
+//           slice is cut into `splits` segments (grid.y; ~1024 blocks in all),
+//           whose states merge_kernel folds, one warp an output.
+// columns   the kept dims end in a stride-1 dim and the reduced ones do not
+//           (mean over dim 0): a 32 x 8 block owns 32 adjacent outputs, its 8
+//           rows of threads step through the slice, so a warp reads 32
+//           adjacent elements; the 8 row states fold through shared memory.
+//           A long slice is cut into `splits` chunks (grid.y), merged as above.
+// Every fold runs in a fixed order, and equal argmax candidates keep the lower
+// index, so results are bit-identical run to run (no atomics).
+//
+// Backward: one thread an element of x (contiguous), its output found through
+// y's broadcast strides; aux (var's mean, amax's tie counts) is a forward
+// reduction into the workspace first.
+#include <cstring>
+#include <type_traits>
+
+#include "../shared/reduce_math.h"
+#include "../shared/reduce_plan.h"
+#include "kit/cuda_utils.cuh"
+#include "kit/vec.cuh"
+
+namespace {
+
+template <int OP, class A> using StateOf = typename ReduceMath<OP, A>::State;
+
+// a struct state through a warp shuffle, one 32-bit word at a time
+template <class S>
+__device__ __forceinline__ S shfl_down_state(const S& s, int delta) {
+  static_assert(sizeof(S) % 4 == 0, "a state is whole 32-bit words");
+  unsigned w[sizeof(S) / 4];
+  memcpy(w, &s, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < int(sizeof(S) / 4); ++i) w[i] = __shfl_down_sync(0xffffffffu, w[i], delta);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+// lane 0 ends with lanes 0..31 folded (a fixed tree)
+template <int OP, class A, class S>
+__device__ __forceinline__ S warp_fold(S s, const ReduceCtx<A>& c) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) s = reduce_merge<OP>(s, shfl_down_state(s, d), c);
+  return s;
+}
+
+// y[o] = the output of state s: an element of y (T), an index, or the state
+// itself (the backward's aux, which reduce_grad reads unfinished)
+template <class M, class T, class Out, class S, class C>
+__device__ __forceinline__ void store(Out* y, int64_t o, const S& s, const C& c) {
+  if constexpr (std::is_same_v<Out, S>) y[o] = s;
+  else if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(M::finish(s, c));
+  else y[o] = Out(M::finish(s, c));
+}
+
+template <int OP, class T>
+__device__ __forceinline__ acc_t<T> target_of(const T* target, int64_t o) {
+  if constexpr (kNeedsTarget<OP>) return to_acc(target[o]);
+  else return acc_t<T>(0);
+}
+
+// ---------------------------------------------------------------------------
+// kernels
+
+template <int OP, class T, class Out, int G, int VEC>
+__global__ void __launch_bounds__(256)
+reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x, int64_t splits,
+                   StateOf<OP, acc_t<T>>* __restrict__ partial, Out* __restrict__ y, const T* __restrict__ target) {
+  using A = acc_t<T>;
+  using M = ReduceMath<OP, A>;
+  using State = StateOf<OP, A>;
+  constexpr int kSlices = 256 / G, kWarps = G / 32;
+  __shared__ State warp_states[8];
+  const int t = threadIdx.x % G, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t outputs = l.kept.n, n = l.red.n;
+  const int64_t seg = plan::ceil_div(plan::ceil_div(n, splits), VEC) * VEC;
+  const int64_t r0 = blockIdx.y * seg, r1 = min(n, r0 + seg);
+  // uniform over the block: the G = 256 fold has barriers
+  for (int64_t o0 = int64_t(blockIdx.x) * kSlices; o0 < outputs; o0 += int64_t(gridDim.x) * kSlices) {
+    const int64_t o = o0 + threadIdx.x / G;
+    State s = M::init(c, o < outputs ? target_of<OP>(target, o) : A(0));
+    if (o < outputs) {
+      const T* xo = x + layout_offset(l.kept, o);
+      int64_t r = r0 + int64_t(t) * VEC;
+      if constexpr (VEC > 1) {  // one stride-1 run: r0 and the rows 16-byte aligned
+        constexpr int U = 4;
+        const int64_t step = int64_t(G) * VEC;
+        for (; r + (U - 1) * step + VEC <= r1; r += U * step) {
+          Vec<T, VEC> v[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) v[u] = load_vec<T, VEC>(xo + r + u * step);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) M::add(s, to_acc(v[u].v[j]), r + u * step + j, c);
+        }
+        for (; r + VEC <= r1; r += step) {
+          const Vec<T, VEC> v = load_vec<T, VEC>(xo + r);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) M::add(s, to_acc(v.v[j]), r + j, c);
+        }
+        // the tail, under VEC elements, at most one thread's
+        for (int64_t k = r; k < r1 && k < r + VEC; ++k) M::add(s, to_acc(xo[k]), k, c);
+      } else {
+        for (; r < r1; r += G) M::add(s, to_acc(xo[layout_offset(l.red, r)]), r, c);
+      }
+    }
+    s = warp_fold<OP>(s, c);
+    if constexpr (kWarps > 1) {
+      __syncthreads();  // warp_states may still be read by the previous slice
+      if (lane == 0) warp_states[warp] = s;
+      __syncthreads();
+      if (warp == 0) {
+        s = lane < kWarps ? warp_states[lane] : M::init(c, A(0));
+        s = warp_fold<OP>(s, c);
+      }
+    }
+    if (t == 0 && o < outputs) {
+      if (splits == 1) store<M, T>(y, o, s, c);
+      else partial[blockIdx.y * outputs + o] = s;
+    }
+  }
+}
+
+template <int OP, class T, class Out>
+__global__ void __launch_bounds__(256)
+reduce_columns_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x, int64_t splits,
+                      StateOf<OP, acc_t<T>>* __restrict__ partial, Out* __restrict__ y,
+                      const T* __restrict__ target) {
+  using A = acc_t<T>;
+  using M = ReduceMath<OP, A>;
+  using State = StateOf<OP, A>;
+  __shared__ State tile[plan::kBlockRows][plan::kColTile];
+  const int64_t outputs = l.kept.n, n = l.red.n;
+  const int64_t o = int64_t(blockIdx.x) * plan::kColTile + threadIdx.x;
+  const int64_t len = plan::ceil_div(n, splits), r0 = blockIdx.y * len, r1 = min(n, r0 + len);
+  State s = M::init(c, o < outputs ? target_of<OP>(target, o) : A(0));
+  if (o < outputs) {
+    const T* xo = x + layout_offset(l.kept, o);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += plan::kBlockRows)
+      M::add(s, to_acc(xo[layout_offset(l.red, r)]), r, c);
+  }
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && o < outputs) {
+#pragma unroll
+    for (int k = 1; k < plan::kBlockRows; ++k) s = reduce_merge<OP>(s, tile[k][threadIdx.x], c);
+    if (splits == 1) store<M, T>(y, o, s, c);
+    else partial[blockIdx.y * outputs + o] = s;
+  }
+}
+
+// one warp an output folds its `splits` partial states: lane k takes k, k + 32, ...
+template <int OP, class T, class Out>
+__global__ void __launch_bounds__(256)
+merge_kernel(const StateOf<OP, acc_t<T>>* __restrict__ partial, int64_t splits, int64_t outputs,
+             const ReduceCtx<acc_t<T>> c, Out* __restrict__ y) {
+  using A = acc_t<T>;
+  using M = ReduceMath<OP, A>;
+  const int lane = threadIdx.x % 32;
+  const int64_t o = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (o >= outputs) return;  // a whole warp: the shuffles below see all 32 lanes
+  auto s = lane < splits ? partial[lane * outputs + o] : M::init(c, A(0));
+  for (int64_t k = lane + 32; k < splits; k += 32) s = reduce_merge<OP>(s, partial[k * outputs + o], c);
+  s = warp_fold<OP>(s, c);
+  if (lane == 0) store<M, T>(y, o, s, c);
+}
+
+template <int OP, class T>
+__global__ void __launch_bounds__(256)
+reduce_backward_kernel(const StridedLayout<1> yl, const ReduceCtx<acc_t<T>> c, const T* __restrict__ g,
+                       const T* __restrict__ x, const T* __restrict__ y,
+                       const AuxState<OP, acc_t<T>>* __restrict__ aux, T* __restrict__ gx, int64_t total) {
+  using Aux = AuxState<OP, acc_t<T>>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = layout_offset(yl, i);
+    gx[i] = from_acc<T>(reduce_grad<OP>(to_acc(g[o]), to_acc(x[i]), to_acc(y[o]), aux ? aux[o] : Aux{}, c));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// launchers
+
+bool unit_inner(const StridedLayout<1>& l) { return l.ndim && l.strides[0][l.ndim - 1] == 1; }
+
+template <int OP, class T, class Out>
+tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x, Out* y,
+                        const T* target, void* workspace, cudaStream_t stream) {
+  using State = StateOf<OP, acc_t<T>>;
+  const int64_t outputs = l.outputs(), n = l.slice();
+  const plan::Reduce pl = plan::reduce(outputs, n, unit_inner(l.kept), unit_inner(l.red));
+  State* partial = static_cast<State*>(workspace);
+  if (pl.columns) {
+    dim3 grid(grid_1d(outputs, plan::kColTile), unsigned(pl.splits));
+    reduce_columns_kernel<OP, T, Out><<<grid, dim3(plan::kColTile, plan::kBlockRows), 0, stream>>>(
+        l, c, x, pl.splits, partial, y, target);
+  } else {
+    constexpr int V = Vec<T>::size;
+    bool vec = l.red.ndim == 1 && l.red.strides[0][0] == 1 && aligned16(x);
+    for (int d = 0; d < l.kept.ndim; ++d) vec = vec && (l.kept.strides[0][d] * int64_t(sizeof(T))) % 16 == 0;
+    const int64_t slices = pl.group == 32 ? 8 : 1;
+    dim3 grid(grid_1d(outputs, int(slices), 1 << 20), unsigned(pl.splits));
+    if (pl.group == 32 && vec)
+      reduce_rows_kernel<OP, T, Out, 32, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+    else if (pl.group == 32)
+      reduce_rows_kernel<OP, T, Out, 32, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+    else if (vec)
+      reduce_rows_kernel<OP, T, Out, 256, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+    else
+      reduce_rows_kernel<OP, T, Out, 256, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+  }
+  TC_RETURN_IF_ERROR(check_launch(name));
+  if (pl.splits == 1) return TC_OK;
+  merge_kernel<OP, T, Out><<<grid_1d(outputs, 8), 256, 0, stream>>>(partial, pl.splits, outputs, c, y);
+  return check_launch(name);
+}
+
+}  // namespace
+
+tc_status tc_reduce_cuda(const tc_reduce_params* p) {
+  TC_RETURN_IF_ERROR(reduce_check(p));
+  const char* name = reduce_name(p->op);
+  const ReduceLayout l = reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask);
+  if (l.outputs() == 0) return TC_OK;
+  const size_t need = tc_reduce_workspace_size(p);
+  TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
+             "%s: workspace of %zu bytes needed, %zu given", name, need, p->workspace_bytes);
+  return dispatch_cuda(p->dtype, name, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    const auto c = reduce_ctx<acc_t<T>>(p->op, p->scalar, l.slice());
+    const T* x = static_cast<const T*>(p->x);
+    return dispatch_reduce(p->op, [&](auto k) -> tc_status {
+      constexpr int OP = decltype(k)::value;
+      using Out = std::conditional_t<kArgOp<OP>, int64_t, T>;
+      return launch_reduce<OP, T>(name, l, c, x, static_cast<Out*>(p->y), x, p->workspace, as_stream(p->stream));
+    });
+  });
+}
+
+tc_status tc_reduce_backward_cuda(const tc_reduce_backward_params* p) {
+  TC_RETURN_IF_ERROR(reduce_check(p));
+  const char* name = reduce_name(p->op, true);
+  const ReduceLayout l = reduce_backward_layout(p);
+  const int64_t total = l.outputs() * l.slice();
+  if (total == 0) return TC_OK;
+  const size_t need = tc_reduce_backward_workspace_size(p);
+  TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
+             "%s: workspace of %zu bytes needed, %zu given", name, need, p->workspace_bytes);
+  const StridedLayout<1> yl = reduce_grad_layout(p);
+  cudaStream_t stream = as_stream(p->stream);
+  return dispatch_cuda(p->dtype, name, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const auto c = reduce_ctx<A>(p->op, p->scalar, l.slice());
+    const T *x = static_cast<const T*>(p->x), *y = static_cast<const T*>(p->y);
+    return dispatch_reduce(p->op, [&](auto k) -> tc_status {
+      constexpr int OP = decltype(k)::value;
+      if constexpr (!kArgOp<OP>) {  // argmax, argmin: refused by reduce_check
+        using Aux = AuxState<OP, A>;
+        Aux* aux = nullptr;
+        if (const int aux_op = reduce_aux_op(p->op, p->scalar); aux_op >= 0) {
+          aux = static_cast<Aux*>(p->workspace);
+          void* rest = static_cast<char*>(p->workspace) + reduce_aux_bytes(p->dtype, aux_op, l.outputs());
+          TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) -> tc_status {
+            constexpr int AUX = decltype(a)::value;
+            if constexpr (std::is_same_v<StateOf<AUX, A>, Aux>)
+              return launch_reduce<AUX, T>(name, l, c, x, aux, y, rest, stream);
+            else return tc_fail(TC_ERR_INTERNAL, "%s: aux op %d does not fit", name, AUX);
+          }));
+        }
+        reduce_backward_kernel<OP, T><<<grid_1d(total, 256, 1 << 20), 256, 0, stream>>>(
+            yl, c, static_cast<const T*>(p->grad_y), x, y, aux, static_cast<T*>(p->grad_x), total);
+      }
+      return check_launch(name);
+    });
+  });
+}

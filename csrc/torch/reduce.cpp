@@ -1,0 +1,204 @@
+// reduce family, torch layer: one schema per op, as the core's
+// tc_reduce_schema() writes it, plus its backward's
+// ("<name>_backward(Tensor grad_out, Tensor x, Tensor y, <the same arguments>)"),
+// and one boxed kernel behind all of them that finds the op by its name and
+// its arguments by theirs (dim, keepdim, and the op's float: correction,
+// ord). A new op is a line in the core's list; nothing here names one.
+//
+// x is read in place, strides and all (more than 8 dims: copied contiguous
+// and its neighbouring kept / reduced dims merged); y is a fresh contiguous
+// tensor, int64 for argmax and argmin. dim None (or [], as torch.amax's
+// default) reduces every dim.
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include "tinycuda/reduce.h"
+#include "torch_utils.h"
+
+namespace {
+using namespace tc_torch;
+
+std::string schema_name(int op) {
+  const std::string s = tc_reduce_schema(op);
+  return s.substr(0, s.find('('));
+}
+
+// "mean(Tensor x, int[1]? dim=None, ...) -> Tensor" -> "mean_backward(Tensor grad_out, Tensor x, Tensor y, int[1]? dim=None, ...) -> Tensor"
+std::string backward_schema(int op) {
+  const std::string s = tc_reduce_schema(op);
+  return schema_name(op) + "_backward(Tensor grad_out, Tensor x, Tensor y" + s.substr(s.find("Tensor x") + 8);
+}
+
+struct Entry {
+  int op;
+  bool backward;
+};
+
+const Entry& find_op(const c10::OperatorHandle& handle) {
+  static const auto ops = [] {
+    std::unordered_map<std::string, Entry> m;
+    for (int op = 0; op < TC_REDUCE_COUNT; ++op) {
+      m["tinycuda::" + schema_name(op)] = {op, false};
+      if (tc_reduce_differentiable(op) == 1) m["tinycuda::" + schema_name(op) + "_backward"] = {op, true};
+    }
+    return m;
+  }();
+  return ops.at(handle.schema().name());
+}
+
+// The arguments after the tensors, by name.
+struct Args {
+  std::vector<int64_t> dims;
+  bool all = true;  // dim None or []
+  bool keepdim = false;
+  double scalar = 0;
+};
+
+Args read_args(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, size_t first) {
+  Args a;
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& name = schema.arguments()[i].name();
+    const c10::IValue& v = args[i];
+    if (name == "dim") {
+      if (v.isInt()) a.dims = {v.toInt()};
+      else if (!v.isNone()) a.dims = v.toIntVector();
+      a.all = a.dims.empty();
+    } else if (name == "keepdim") {
+      a.keepdim = v.toBool();
+    } else {
+      a.scalar = v.toDouble();  // correction or ord
+    }
+  }
+  return a;
+}
+
+// The reduced dims as a mask over x's dims (a 0-dim x takes dim 0 and -1 and reduces nothing).
+uint64_t reduce_mask(const char* op, int64_t nd, const Args& a) {
+  if (a.all) return nd >= 64 ? ~uint64_t(0) : (uint64_t(1) << nd) - 1;
+  uint64_t mask = 0;
+  const int64_t lim = std::max<int64_t>(nd, 1);
+  for (int64_t d : a.dims) {
+    TC_CHECK(d >= -lim && d < lim, op, "dim %lld is out of range for a tensor of %lld dims", (long long)d,
+             (long long)nd);
+    if (nd == 0) continue;
+    const int64_t w = (d + nd) % nd;
+    TC_CHECK(!(mask >> w & 1), op, "dim %lld appears more than once in the list of dims", (long long)w);
+    mask |= uint64_t(1) << w;
+  }
+  return mask;
+}
+
+std::vector<int64_t> out_shape(at::IntArrayRef shape, uint64_t mask, bool keepdim) {
+  std::vector<int64_t> s;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!(mask >> d & 1)) s.push_back(shape[d]);
+    else if (keepdim) s.push_back(1);
+  }
+  return s;
+}
+
+// x's shape as the core takes it: at most 8 dims. Past 8, x (then contiguous)
+// merges each run of kept (reduced) dims into one.
+struct Dims {
+  int ndim = 0;
+  int64_t sizes[8], strides[8];
+  unsigned mask = 0;
+};
+
+Dims core_dims(const char* op, const at::Tensor& x, uint64_t mask) {
+  Dims d;
+  if (x.dim() <= 8) {
+    d.ndim = int(x.dim()), d.mask = unsigned(mask);
+    for (int k = 0; k < d.ndim; ++k) d.sizes[k] = x.size(k), d.strides[k] = x.stride(k);
+    return d;
+  }
+  std::vector<int64_t> sizes;
+  std::vector<bool> reduced;
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    const bool r = mask >> k & 1;
+    if (!sizes.empty() && reduced.back() == r) sizes.back() *= x.size(k);
+    else sizes.push_back(x.size(k)), reduced.push_back(r);
+  }
+  TC_CHECK(sizes.size() <= 8, op, "x has %lld dims whose reduced and kept ones alternate %zu times; at most 8",
+           (long long)x.dim(), sizes.size());
+  d.ndim = int(sizes.size());
+  int64_t s = 1;
+  for (int k = d.ndim - 1; k >= 0; --k) {
+    d.sizes[k] = sizes[size_t(k)], d.strides[k] = s, s *= sizes[size_t(k)];
+    if (reduced[size_t(k)]) d.mask |= 1u << k;
+  }
+  return d;
+}
+
+at::Tensor forward(const char* op, const Entry& e, const at::Tensor& x0, const Args& a) {
+  check_args(op, {{"x", x0}});
+  const uint64_t mask = reduce_mask(op, x0.dim(), a);
+  const at::Tensor x = x0.dim() > 8 ? x0.contiguous() : x0;
+  const Dims d = core_dims(op, x, mask);
+  const bool index = tc_reduce_differentiable(e.op) == 0;
+  at::Tensor y = at::empty(out_shape(x0.sizes(), mask, a.keepdim),
+                           x0.options().dtype(index ? at::kLong : x0.scalar_type()));
+  tc_reduce_params p{.op = tc_reduce_op(e.op), .scalar = a.scalar, .ndim = d.ndim, .reduce_mask = d.mask,
+                     .x = x.data_ptr(), .y = y.data_ptr()};
+  for (int k = 0; k < d.ndim; ++k) p.sizes[k] = d.sizes[k], p.x_strides[k] = d.strides[k];
+  call_with_workspace(op, x, tc_reduce_cpu, tc_reduce_cuda, tc_reduce_workspace_size, p);
+  return y;
+}
+
+at::Tensor backward(const char* op, const Entry& e, const at::Tensor& grad_out, const at::Tensor& x0,
+                    const at::Tensor& y0, const Args& a) {
+  check_args(op, {{"grad_out", grad_out}, {"x", x0}, {"y", y0}});
+  const uint64_t mask = reduce_mask(op, x0.dim(), a);
+  const std::vector<int64_t> shape = out_shape(x0.sizes(), mask, a.keepdim);
+  TC_CHECK(grad_out.sizes() == at::IntArrayRef(shape), op, "grad_out must have shape %s, got %s",
+           shape_str(shape).c_str(), shape_str(grad_out.sizes()).c_str());
+  TC_CHECK(y0.sizes() == at::IntArrayRef(shape), op, "y must have shape %s, got %s", shape_str(shape).c_str(),
+           shape_str(y0.sizes()).c_str());
+  const at::Tensor x = x0.contiguous(), g = grad_out.contiguous(), y = y0.contiguous();
+  const Dims d = core_dims(op, x, mask);
+  at::Tensor gx = empty_contiguous(x0.sizes(), x);
+  tc_reduce_backward_params p{.op = tc_reduce_op(e.op), .scalar = a.scalar, .ndim = d.ndim, .reduce_mask = d.mask,
+                              .grad_y = g.data_ptr(), .x = x.data_ptr(), .y = y.data_ptr(),
+                              .grad_x = gx.data_ptr()};
+  for (int k = 0; k < d.ndim; ++k) p.sizes[k] = d.sizes[k];
+  call_with_workspace(op, x, tc_reduce_backward_cpu, tc_reduce_backward_cuda, tc_reduce_backward_workspace_size, p);
+  return gx;
+}
+
+// The kernel of every reduce op and its backward: (x, args...) or
+// (grad_out, x, y, args...) off the stack, one tensor back.
+void reduce_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const Entry& e = find_op(handle);
+  const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
+  const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
+  auto args = torch::jit::last(*stack, nargs);
+  const Args a = read_args(handle.schema(), args, ntensors);
+  at::Tensor out = e.backward
+                       ? backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a)
+                       : forward(name.c_str(), e, args[0].toTensor(), a);
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, std::move(out));
+}
+
+template <class M>
+void impls(M& m) {
+  for (int op = 0; op < TC_REDUCE_COUNT; ++op) {
+    m.impl(schema_name(op).c_str(), torch::CppFunction::makeFromBoxedFunction<&reduce_boxed>());
+    if (tc_reduce_differentiable(op) == 1)
+      m.impl((schema_name(op) + "_backward").c_str(), torch::CppFunction::makeFromBoxedFunction<&reduce_boxed>());
+  }
+}
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
+  for (int op = 0; op < TC_REDUCE_COUNT; ++op) {
+    m.def(tc_reduce_schema(op));
+    if (tc_reduce_differentiable(op) == 1) m.def(backward_schema(op).c_str());
+  }
+}
+
+TC_REGISTER_IMPLS(impls)

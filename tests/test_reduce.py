@@ -1,0 +1,401 @@
+"""The reduce family (mean ... prod) beyond the op table (tests/test_ops.py): NaN and infinities, empty
+slices, ties (argmax's first index, amax's gradient split evenly), var and std with no degrees of freedom
+left, prod's zeros, determinism, more than 8 dims, the forms dim takes, 0-dim tensors, the generated
+signatures against torch's, long slices across the CPU's chunks and the CUDA split, the column layout and
+permuted views."""
+import inspect
+import math
+import warnings
+
+import pytest
+import torch
+
+import tinycuda
+from conftest import requires_cuda
+from tinycuda.optable import REDUCE
+
+pytestmark = pytest.mark.racecheck
+
+OPS = tinycuda.ops.reduce.__all__
+GRAD_OPS = [name for name in OPS if hasattr(torch.ops.tinycuda, name + "_backward")]
+INDEX_OPS = [name for name in OPS if name not in GRAD_OPS]  # argmax, argmin: int64 results
+inf, nan = math.inf, math.nan
+
+
+def _ref(name):
+    return REDUCE[name].ref
+
+
+def _variants(names=OPS):
+    return [pytest.param(name, kw, id=name + "".join(f"-{k}={v}" for k, v in kw.items()))
+            for name in names for kw in REDUCE[name].kwargs]
+
+
+def _run(fn, x, *args, grad_out=None, **kwargs):
+    """fn's output, and x's gradient for grad_out (ones by default) where fn has one."""
+    x = x.detach().requires_grad_(x.is_floating_point())
+    y = fn(x, *args, **kwargs)
+    if not y.requires_grad:
+        return y, None
+    g = torch.ones_like(y) if grad_out is None else grad_out
+    gx = torch.autograd.grad(y, x, g, allow_unused=True)[0]  # torch's ord-0 norm: no graph back to x
+    return y.detach(), torch.zeros_like(x) if gx is None else gx
+
+
+def _same_as_torch(name, x, *args, exact=False, grad=True, **kwargs):
+    """tinycuda.<name> and torch's on x: the same output and gradient (NaN equal; bits where `exact`)."""
+    tol = {"rtol": 0, "atol": 0} if exact else {}
+    with warnings.catch_warnings():  # torch's var warns of no degrees of freedom left
+        warnings.simplefilter("ignore")
+        y, gx = _run(getattr(tinycuda, name), x, *args, **kwargs)
+        ry, rgx = _run(_ref(name), x, *args, **kwargs)
+    torch.testing.assert_close(y, ry, equal_nan=True, **tol)
+    if grad and rgx is not None:
+        torch.testing.assert_close(gx, rgx, equal_nan=True, **tol)
+    return y, gx
+
+
+# ---------------------------------------------------------------------------
+# NaN, infinities, empty slices, ties
+
+def test_amax_amin_propagate_nan(device, dtype):
+    """A NaN anywhere in a slice makes its amax and amin NaN, wherever it sits, as torch's."""
+    x = torch.tensor([[1.0, nan, 3.0], [2.0, 5.0, -1.0], [nan, nan, 0.0], [-inf, 4.0, nan]], device=device).to(dtype)
+    for name in ("amax", "amin"):
+        for dim in (0, 1, [], (0, 1)):
+            _same_as_torch(name, x, dim, exact=True, grad=False)
+    assert torch.isnan(tinycuda.amax(x, 1)[[0, 2, 3]]).all() and tinycuda.amax(x, 1)[1] == 5
+
+
+@pytest.mark.parametrize("name,kw", _variants(GRAD_OPS))
+def test_gradient_through_nan_is_torchs(device, name, kw):
+    """A slice holding a NaN (and one holding +-inf) gets torch's gradient, NaN where torch's is NaN and a number
+    where torch's is one (torch's amax: NaN over the whole slice, 0 / 0; its ord-1 norm: 0 at the NaN); the
+    slices without one are unaffected."""
+    x = torch.tensor([[1.0, nan, -3.0, 0.5], [2.0, 5.0, -1.0, 0.5], [inf, -2.0, 1.0, 0.5]], device=device)
+    _same_as_torch(name, x, dim=1, **kw)
+
+
+def test_logsumexp_infinities_and_empty(device):
+    """+inf anywhere makes +inf (with -inf or another +inf beside it too), all -inf makes -inf, NaN makes NaN, an
+    empty slice -inf; the gradient is torch's (e^(x - y): 0 at -inf beside finite values)."""
+    x = torch.tensor([[inf, 1.0, 2.0], [-inf, -inf, -inf], [inf, inf, 0.0], [inf, -inf, 0.0], [nan, 1.0, 2.0],
+                      [inf, nan, 0.0], [-inf, 0.0, 1.0], [1.0, 2.0, -inf]], device=device)
+    y, gx = _same_as_torch("logsumexp", x, 1)
+    assert y[:4].tolist() == [inf, -inf, inf, inf] and torch.isnan(y[4:6]).all()
+    assert gx[6, 0] == 0 and gx[7, 2] == 0
+    _same_as_torch("logsumexp", x, 0, grad=False)
+    for shape, dim in (((3, 0), 1), ((0,), 0), ((2, 0, 3), (1, 2))):
+        y = tinycuda.logsumexp(torch.empty(shape, device=device), dim)
+        assert y.numel() and (y == -inf).all()
+        _same_as_torch("logsumexp", torch.empty(shape, device=device), dim)
+
+
+def test_mean_and_var_of_an_empty_slice_are_nan(device):
+    """0 / 0, as torch's: mean, var and std of an empty slice; vector_norm's is 0, as torch's, but for ord=+-inf,
+    which has no identity: an error, as torch's ("does not have an identity")."""
+    x = torch.empty(3, 0, device=device)
+    for name in ("mean", "var", "std"):
+        y, _ = _same_as_torch(name, x, 1)
+        assert y.shape == (3,) and torch.isnan(y).all()
+    for kw in REDUCE["vector_norm"].kwargs:
+        if kw.get("ord") not in (inf, -inf):
+            y, _ = _same_as_torch("vector_norm", x, dim=1, **kw)
+            assert (y == 0).all()
+    for o in (inf, -inf):
+        with pytest.raises(RuntimeError, match="does not have an identity"):
+            torch.linalg.vector_norm(x, o, 1)
+        with pytest.raises(RuntimeError, match=r"tinycuda::vector_norm: cannot reduce an empty slice"):
+            tinycuda.vector_norm(x, o, 1)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_nan_and_ties(device, dtype, name):
+    """NaN counts as the largest and the smallest (its first occurrence wins); among equal values the first index
+    wins, over one dim, every dim (the row-major index), and a stride-0 view."""
+    f = getattr(tinycuda, name)
+    x = torch.tensor([[1.0, nan, 3.0, nan], [3.0, -1.0, 3.0, -1.0], [2.0, 2.0, 2.0, 2.0]], device=device).to(dtype)
+    assert f(x, 1).tolist() == [1, 0 if name == "argmax" else 1, 0]
+    assert f(x).item() == 1 and f(x[1:]).item() == (0 if name == "argmax" else 1)
+    assert f(x, 0).tolist() == ([1, 0, 0, 0] if name == "argmax" else [0, 0, 2, 0])
+    for dim in (None, 0, 1, -1):
+        for keepdim in (False, True):
+            _same_as_torch(name, x, dim, keepdim, exact=True)
+    e = torch.full((5, 1), 1.5, device=device, dtype=dtype).expand(5, 33)
+    assert (f(e, 1) == 0).all() and f(e).item() == 0
+
+
+def test_vector_norm_zeros(device):
+    """ord 0 counts the nonzero elements (NaN counts, as torch's); at x = 0 every ord's gradient is torch's: 0 (the
+    sign of 0 is 0; for ord < 2, x |x|^(p-2) at x = 0 is 0, not 0 * inf), and 0 everywhere at a zero norm."""
+    x = torch.tensor([[0.0, 1.5, 0.0, -2.0, nan], [0.0, 0.0, 0.0, 0.0, 0.0], [0.0, -0.0, 3.0, 0.0, 1.0]], device=device)
+    y, _ = _same_as_torch("vector_norm", x, 0.0, 1, grad=False)
+    assert y.tolist() == [3.0, 0.0, 2.0]
+    z = x[1:]
+    for kw in (*REDUCE["vector_norm"].kwargs, {"ord": 1.5}):
+        y, gx = _run(tinycuda.vector_norm, z, dim=1, **kw)
+        ry, rgx = _run(torch.linalg.vector_norm, z, dim=1, **kw)
+        torch.testing.assert_close(y, ry)
+        finite = torch.isfinite(rgx)  # where torch's own gradient is defined (not 0^(p-1) / 0)
+        torch.testing.assert_close(gx[finite], rgx[finite])
+        assert y[0] == 0 and torch.equal(gx[0], torch.zeros_like(gx[0])), kw  # a zero norm: a zero gradient
+
+
+def test_prod_zeros(device, dtype):
+    """torch's gradient of prod at zeros: a slice's only zero gets the product of the others, two zeros give 0
+    everywhere; the rest g y / x. Also a zero past the CPU's chunks (a long slice) and in the column layout."""
+    x = torch.tensor([[1.5, 0.0, -2.0, 3.0], [0.0, 2.0, 0.0, 1.0], [1.0, 2.0, -3.0, 0.5], [0.0, 0.0, 0.0, 0.0]],
+                     device=device).to(dtype)
+    for dim in (0, 1):
+        _same_as_torch("prod", x, dim)
+    if dtype != torch.float32:
+        return
+    long = REDUCE["prod"].input((2, 9001), device, dtype)
+    long[0, 8999] = 0
+    long[1, [5, 8192]] = 0
+    for x, dim in ((long, 1), (long.t().contiguous(), 0)):  # rows, columns: against float64
+        y, gx = _run(tinycuda.prod, x, dim)
+        ry, rgx = _run(torch.prod, x.double(), dim)
+        torch.testing.assert_close(y.double(), ry, rtol=REDUCE["prod"].rtol, atol=0)
+        torch.testing.assert_close(gx.double(), rgx, rtol=REDUCE["prod"].rtol, atol=0)
+    assert (gx[:, 1] == 0).all() and (gx[:8999, 0] == 0).all() and gx[8999, 0] != 0
+
+
+def test_prod_gradient_with_nan_beside_zeros(device):
+    """A NaN in a slice with zeros: torch's gradient is each element's product of the others, NaN and 0 as IEEE
+    makes them: one zero, 0 at the NaN (its others' product holds the zero); two zeros, NaN everywhere but at
+    the NaN (0). (One slice a call: torch takes that path for every slice once any slice of x holds a zero.)"""
+    for x in ([2.0, nan, 0.0, 1.0], [0.0, 2.0, nan, 0.0], [1.0, nan, 3.0, 0.5]):
+        _same_as_torch("prod", torch.tensor(x, device=device), 0)
+
+
+@pytest.mark.parametrize("name,kw", [("amax", {}), ("amin", {}), ("vector_norm", {"ord": inf}),
+                                     ("vector_norm", {"ord": -inf})])
+def test_ties_split_the_gradient_evenly(device, dtype, name, kw):
+    """Every element equal to the result gets g / k (k of them: torch's even split; vector_norm's inf with the
+    signs of x), also across the CPU's chunks and the CUDA split (a long slice) and in the column layout."""
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-3.0, 3.0, 1.0, -1.0], [-1.0, 0.5, -3.0, 4.0]],
+                     device=device).to(dtype)
+    g = torch.tensor([1.0, 3.0, 0.5, 2.0], device=device).to(dtype)
+    _same_as_torch(name, x, dim=1, grad_out=g, **kw)
+    _same_as_torch(name, x, dim=0, grad_out=g, **kw)
+    long = torch.randn(2, 9001, device=device).clamp(-2, 2)
+    if kw.get("ord") == -inf:  # |x| >= 0.5 but at the ties
+        long = torch.where(long < 0, long - 0.5, long + 0.5)
+    long = long.to(dtype)
+    long[:, [5, 4095, 4096, 8191, 8192, 9000]] = -3.0 if name == "amin" else 0.25 if kw.get("ord") == -inf else 3.0
+    _, gx = _same_as_torch(name, long, dim=1, **kw)
+    torch.testing.assert_close(gx[0, [5, 9000]], torch.full((2,), 1 / 6, device=device).to(dtype))
+    _same_as_torch(name, long.t().contiguous(), dim=0, **kw)  # columns
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_correction_at_or_past_the_count(device, name):
+    """correction >= n: torch divides by max(0, n - correction): inf (NaN for a constant slice); its gradient
+    divides by n - correction unclamped (a negative divisor past n). Ours the same, NaN equal."""
+    x = torch.tensor([[1.0, 2.0, 4.0], [1.0, 1.0, 1.0], [0.5, -2.0, 3.0]], device=device)
+    for c in (2.0, 3.0, 4.0, 5.5):
+        y, _ = _same_as_torch(name, x, 1, correction=c)
+        if c >= 3:
+            assert y[0] == inf and torch.isnan(y[1])
+    _same_as_torch(name, x[:, :1], 1)  # one element, the default correction: NaN
+    _same_as_torch(name, torch.tensor(2.5, device=device), correction=1.0)
+
+
+# ---------------------------------------------------------------------------
+# determinism, layouts, long slices
+
+def _inputs(name, device):
+    """A long row (the CPU's chunks, the CUDA split), the column layout (cut in chunks on CUDA), a full reduction."""
+    u = REDUCE[name]
+    return [(u.input((3, 9001), device, torch.float32), 1), (u.input((5000, 7), device, torch.float32), 0),
+            (u.input((40001,), device, torch.float32), u.every_dim)]
+
+
+@pytest.mark.parametrize("name,kw", _variants())
+def test_deterministic(device, name, kw):
+    """Two runs give the same bits, forward and backward (a fixed-order fold, no float atomics)."""
+    f = getattr(tinycuda, name)
+    for x, dim in _inputs(name, device):
+        g = torch.randn(f(x, dim=dim, **kw).shape, device=device)
+        (y1, g1), (y2, g2) = (_run(f, x, grad_out=g, dim=dim, **kw) for _ in range(2))
+        assert torch.equal(y1, y2) and (g1 is None or torch.equal(g1, g2)), (name, kw, dim)
+
+
+@requires_cuda
+@pytest.mark.parametrize("name,kw", _variants())
+def test_cuda_matches_cpu(name, kw):
+    """The CUDA split and column chunks against the CPU kernel: indices exactly, values to float32 rounding."""
+    f, u = getattr(tinycuda, name), REDUCE[name]
+    for x, dim in _inputs(name, "cpu"):
+        y, gx = _run(f, x, dim=dim, **kw)
+        yc, gxc = _run(f, x.cuda(), dim=dim, **kw)
+        exact = name in INDEX_OPS or name in ("amax", "amin")
+        torch.testing.assert_close(yc.cpu(), y, rtol=0 if exact else u.rtol, atol=0 if exact else u.atol)
+        if gx is not None:
+            torch.testing.assert_close(gxc.cpu(), gx, rtol=u.rtol, atol=u.atol)
+
+
+@pytest.mark.parametrize("name,kw", _variants())
+def test_long_slices_against_float64(device, name, kw):
+    """Odd slices longer than the CPU's 4096-element chunks (a row of 12345, every dim of 12347) and the column
+    layout (dim 0 of 2000 x 33) against torch in float64, and extrema planted at the chunk boundaries."""
+    u = REDUCE[name]
+    cases = [(u.input((2, 12345), device, torch.float32), 1), (u.input((2000, 33), device, torch.float32), 0)]
+    if not u.one_dim:
+        cases.append((u.input((12347,), device, torch.float32), u.every_dim))
+    for x, dim in cases:
+        y, gx = _run(getattr(tinycuda, name), x, dim=dim, **kw)
+        ry, rgx = _run(u.ref, x.double(), dim=dim, **kw)
+        # float32 sums of n terms: |err| ~ sqrt(n) eps |terms| (prod's products: its rtol)
+        torch.testing.assert_close(y.double(), ry.double(), rtol=u.rtol, atol=1e-5)
+        if gx is not None:
+            torch.testing.assert_close(gx.double(), rgx, rtol=u.rtol, atol=1e-6)
+    if name in ("amax", "amin", "argmax", "argmin"):
+        sign = 1 if name in ("amax", "argmax") else -1
+        for at in (4095, 4096, 8192, 12344):
+            x = torch.randn(2, 12345, device=device).clamp(-3, 3)
+            x[1, at] = 5.0 * sign
+            y = getattr(tinycuda, name)(x, dim=1)
+            assert y[1].item() == (at if name.startswith("arg") else 5.0 * sign)
+
+
+@pytest.mark.parametrize("name,kw", _variants())
+def test_permuted_view_non_adjacent_dims(device, name, kw):
+    """A permuted 4-D view read in place, over non-adjacent dims (one dim for argmax, argmin, prod), keepdim both ways:
+    torch's results and gradients on the same values in float64."""
+    u = REDUCE[name]
+    x = u.input((4, 5, 6, 7), device, torch.float32).permute(2, 0, 3, 1)
+    for dim in ([1] if u.one_dim else [(0, 2), (1, 3), (-1, 0, 2)]):
+        for keepdim in (False, True):
+            y, gx = _run(getattr(tinycuda, name), x, dim=dim, keepdim=keepdim, **kw)
+            ry, rgx = _run(u.ref, x.double(), dim=dim, keepdim=keepdim, **kw)
+            assert y.is_contiguous() and y.shape == ry.shape
+            torch.testing.assert_close(y.double(), ry.double(), rtol=1e-5, atol=1e-5)
+            if gx is not None:
+                assert gx.shape == x.shape
+                torch.testing.assert_close(gx.double(), rgx, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_more_than_8_dims(device, name):
+    """A larger x is copied contiguous and its neighbouring kept (reduced) dims merged: 10 dims, and a permuted
+    9-dim view; torch's results and gradients."""
+    u = REDUCE[name]
+    kw = u.kwargs[0]
+    x10 = u.input((2, 1, 3, 1, 2, 1, 2, 1, 3, 2), device, torch.float32)
+    x9 = u.input((2, 1, 3, 2, 2, 1, 2, 1, 3), device, torch.float32).transpose(0, 3)
+    cases = [(x10, 4), (x9, -1), (x10, u.every_dim)]
+    if not u.one_dim:
+        cases += [(x10, (0, 1, 9)), (x10, (2, 3, 4, 5)), (x9, (0, 3, 8))]
+    for x, dim in cases:
+        _same_as_torch(name, x, dim=dim, **kw)
+        _same_as_torch(name, x, dim=dim, keepdim=True, **kw)
+
+
+def test_fake_refuses_more_than_8_alternating_dims():
+    """Past 8 dims the C++ layer merges neighbouring kept (reduced) dims and refuses more than 8 runs; the fake
+    kernel (torch.compile, meta tensors) must refuse the same, not trace a shape the kernel then rejects."""
+    for device in ("cpu", "meta"):
+        with pytest.raises(RuntimeError, match=r"tinycuda::mean: x has 10 dims whose reduced and kept ones alternate "
+                                               r"10 times; at most 8"):
+            tinycuda.mean(torch.zeros((1, 2) * 5, device=device), dim=(0, 2, 4, 6, 8))
+
+
+# ---------------------------------------------------------------------------
+# arguments: dim's forms, 0-dim tensors, the result, signatures
+
+@pytest.mark.parametrize("name", [n for n in OPS if not REDUCE[n].one_dim])
+def test_dim_forms(device, name):
+    """dim as an int, a list, a tuple: the same bits; [] reduces every dim, as None (the default) does."""
+    f = getattr(tinycuda, name)
+    x = REDUCE[name].input((3, 4, 5), device, torch.float32)
+    one = f(x, dim=1)
+    for d in ([1], (1,), [-2], (-2,)):
+        assert torch.equal(f(x, dim=d), one), d
+    assert torch.equal(f(x, dim=[0, 2]), f(x, dim=(2, 0)))
+    every = f(x, dim=[])
+    assert every.shape == () and torch.equal(f(x, dim=(0, 1, 2)), every)
+    if name != "logsumexp":  # its dim has no default
+        assert torch.equal(f(x), every)
+    if name not in ("amax", "amin", "logsumexp"):  # int[1]: no None
+        assert torch.equal(f(x, dim=None), every)
+    torch.testing.assert_close(every, _ref(name)(x, dim=(0, 1, 2)))
+
+
+@pytest.mark.parametrize("name", [n for n in OPS if REDUCE[n].one_dim])
+def test_dim_is_one_int(name):
+    """argmax's, argmin's and prod's dim is one int or None, as torch's: a list is refused."""
+    x = torch.randn(3, 4)
+    assert torch.equal(getattr(tinycuda, name)(x, 1), _ref(name)(x, 1))
+    with pytest.raises((RuntimeError, TypeError)):
+        getattr(tinycuda, name)(x, [0, 1])
+
+
+@pytest.mark.parametrize("name,kw", _variants())
+def test_0dim(device, name, kw):
+    """A 0-dim x takes dim 0 and -1 (and every dim) and reduces its one element, keepdim or not: torch's result,
+    and the gradient of its one-element slice (torch's on the 0-dim tensor is NaN for var, at any correction,
+    where a [1] tensor's is -0 past the count); dim 1 is out of range."""
+    u = REDUCE[name]
+    f, x = getattr(tinycuda, name), u.input((), device, torch.float32)
+    _, slice_grad = _run(u.ref, x.reshape(1), dim=0, **kw)
+    for dim in (0, -1, u.every_dim, [0]) if not u.one_dim else (0, -1, None):
+        for keepdim in (False, True):
+            y, _ = _same_as_torch(name, x, dim=dim, keepdim=keepdim, grad=False, **kw)
+            assert y.shape == ()
+            _, gx = _run(f, x, dim=dim, keepdim=keepdim, **kw)
+            if gx is not None:
+                torch.testing.assert_close(gx, slice_grad.reshape(()), equal_nan=True)
+    with pytest.raises(RuntimeError, match=rf"tinycuda::{name}: dim 1 is out of range for a tensor of 0 dims"):
+        getattr(tinycuda, name)(x, dim=1, **kw)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_result_is_contiguous_and_typed(device, dtype, name):
+    """A new contiguous tensor, keepdim or not, from a transposed view: x's dtype, int64 for argmax and argmin."""
+    f = getattr(tinycuda, name)
+    x = REDUCE[name].input((6, 5, 4), device, dtype).transpose(0, 2)
+    for keepdim in (False, True):
+        y = f(x, dim=1, keepdim=keepdim)
+        assert y.is_contiguous() and y.shape == ((4, 1, 6) if keepdim else (4, 6))
+        assert y.dtype == (torch.int64 if name in INDEX_OPS else dtype)
+        assert y.device == x.device
+
+
+# torch's schema for each op's function (aten's overload that takes dims)
+TORCH_SCHEMAS = {"mean": "mean.dim", "amax": "amax.default", "amin": "amin.default", "logsumexp": "logsumexp.default",
+                 "var": "var.correction", "std": "std.correction", "vector_norm": "linalg_vector_norm.default",
+                 "argmax": "argmax.default", "argmin": "argmin.default", "prod": "prod.dim_int"}
+# torch's defaults that mean a value: var's and std's correction None is 1
+TORCH_DEFAULTS = {("var", "correction"): 1, ("std", "correction"): 1}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_signature_is_torchs(name):
+    """The generated function takes torch's arguments after x (aten's schema, less its dtype), in torch's order,
+    keyword-only where torch's are, with torch's defaults where torch has one; positional calls as torch's."""
+    op, overload = TORCH_SCHEMAS[name].split(".")
+    theirs = [a for a in getattr(getattr(torch.ops.aten, op), overload)._schema.arguments[1:] if a.name != "dtype"]
+    ours = list(inspect.signature(getattr(tinycuda, name)).parameters.values())
+    assert ours[0].name == "x" and ours[0].default is inspect.Parameter.empty
+    assert [(p.name, p.kind == p.KEYWORD_ONLY) for p in ours[1:]] == [(a.name, a.kwarg_only) for a in theirs]
+    for p, a in zip(ours[1:], theirs):
+        if a.has_default_value():
+            assert p.default == TORCH_DEFAULTS.get((name, a.name), a.default_value), (name, a.name)
+    assert getattr(tinycuda, name).__name__ == name
+    f, x = getattr(tinycuda, name), REDUCE[name].input((3, 4), "cpu", torch.float32)
+    if name in ("var", "std"):  # correction is keyword-only
+        torch.testing.assert_close(f(x, 1, correction=0, keepdim=True), _ref(name)(x, 1, correction=0, keepdim=True))
+        with pytest.raises(RuntimeError, match=r"takes 2 positional argument\(s\) but 3 was/were given"):
+            f(x, 1, 0.0)
+    args = (3.0, 1, True) if name == "vector_norm" else (1,) if name in ("var", "std") else (1, True)
+    torch.testing.assert_close(f(x, *args), _ref(name)(x, *args))
+
+
+def test_op_list_is_the_cores():
+    """The functions are the core's op list, in its order, each with its op-table entry."""
+    from tinycuda import _build
+    assert OPS == _build.op_names("tc_reduce_op") and list(REDUCE) == OPS
+    assert set(OPS) <= set(tinycuda.ops.__all__)
+    assert set(INDEX_OPS) == {"argmax", "argmin"}

@@ -1,0 +1,139 @@
+"""The reduce family: reductions over any set of dims, tinycuda.mean(x, dim) ...
+tinycuda.argmin(x, dim), one public function per op, with torch's signatures.
+
+The op list is declared once, in the core: tc_reduce_op
+(csrc/include/tinycuda/reduce.h) names the ops and the core's schema list
+(csrc/shared/reduce.cpp) gives each its arguments and defaults, which the torch
+layer registers as torch.ops.tinycuda.<name> and <name>_backward. This module
+reads the names from the header and the rest from the registered schemas: each
+function's signature, its fake kernel and its autograd formula. A new op is a
+line in the core's list; nothing here names one.
+
+x may be any strided view (read in place); the result is a new contiguous
+tensor (int64 for argmax and argmin). dim None (or [], torch.amax's default)
+reduces every dim. The backward reads the forward's input and output,
+<name>_backward(grad_out, x, y, <the same arguments>).
+"""
+import torch
+
+from .. import _build, _loader  # noqa: F401  (_loader: the kernels are loaded by tinycuda.ops)
+from ._fake import register_fake
+from .elementwise import _c10, _signature
+
+_OPS = _build.op_names("tc_reduce_op")
+
+
+def _op(name):
+    return getattr(torch.ops.tinycuda, name)
+
+
+def _differentiable(name):
+    return hasattr(torch.ops.tinycuda, name + "_backward")
+
+
+def _reference(name):
+    return "torch.linalg.vector_norm" if name == "vector_norm" else f"torch.{name}"
+
+
+def _function(name):
+    op = _op(name)
+    sig = _signature(op.default._schema)
+
+    def fn(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
+    fn.__signature__ = sig
+    grad = (f"Its gradient runs tinycuda::{name}_backward on the saved x and result." if _differentiable(name)
+            else "The result is int64 and has no gradient.")
+    fn.__doc__ = (f"{_reference(name)}{sig} on tinycuda's kernels (the math: tinycuda/reduce.h).\n\n"
+                  f"x: a float tensor of any strides, read in place; dim: an int, a list of ints, or None (every "
+                  f"dim). The result is a new contiguous tensor. {grad}")
+    return fn
+
+
+# ---------------------------------------------------------------------------
+# fakes: the checks the C++ layer makes (csrc/torch/reduce.cpp), in its words
+
+def _mask(op, nd, dim):
+    """The reduced dims of a tensor of nd dims, as a set."""
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return set(range(nd))
+    lim, out = max(nd, 1), set()
+    for d in dims:
+        torch._check(-lim <= d < lim, lambda: f"tinycuda::{op}: dim {d} is out of range for a tensor of {nd} dims")
+        if nd:
+            w = d % nd
+            torch._check(w not in out, lambda: f"tinycuda::{op}: dim {w} appears more than once in the list of dims")
+            out.add(w)
+    return out
+
+
+_NO_IDENTITY = {"amax", "amin", "argmax", "argmin"}
+
+
+def _out_shape(op, x, dim, keepdim, ord=None):
+    mask = _mask(op, x.dim(), dim)
+    if x.dim() > 8:  # the C++ layer merges neighbouring kept (reduced) dims: at most 8 runs
+        runs = sum(1 for d in range(x.dim()) if d == 0 or (d in mask) != (d - 1 in mask))
+        torch._check(runs <= 8, lambda: f"tinycuda::{op}: x has {x.dim()} dims whose reduced and kept ones alternate "
+                                        f"{runs} times; at most 8")
+    shape = [1 if d in mask else n for d, n in enumerate(x.shape) if keepdim or d not in mask]
+    kept = [n for d, n in enumerate(x.shape) if d not in mask]
+    empty_slice = any(x.shape[d] == 0 for d in mask)
+    no_identity = op.removesuffix("_backward") in _NO_IDENTITY or ord in (float("inf"), float("-inf"))
+    torch._check(not (no_identity and empty_slice and all(kept)),
+                 lambda: f"tinycuda::{op}: cannot reduce an empty slice (the reduced dims hold no element), the op "
+                         f"has no identity")
+    return shape
+
+
+def _check_x(op, x):
+    torch._check(x.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64),
+                 lambda: f"tinycuda::{op}: x must be float32, float16, bfloat16 or float64, got {_c10(x.dtype)}")
+
+
+def _register_fakes(name):
+    @register_fake(f"tinycuda::{name}")
+    def forward(x, dim, keepdim, **scalar):
+        _check_x(name, x)
+        shape = _out_shape(name, x, dim, keepdim, scalar.get("ord"))
+        return x.new_empty(shape, dtype=x.dtype if _differentiable(name) else torch.int64)
+
+    if not _differentiable(name):
+        return
+
+    @register_fake(f"tinycuda::{name}_backward")
+    def backward(grad_out, x, y, dim, keepdim, **scalar):
+        op = name + "_backward"
+        shape = _out_shape(op, x, dim, keepdim, scalar.get("ord"))
+        torch._check(list(grad_out.shape) == shape,
+                     lambda: f"tinycuda::{op}: grad_out must have shape {shape}, got {list(grad_out.shape)}")
+        return x.new_empty(x.shape)
+
+
+def _register_autograd(name):
+    backward_op = _op(name + "_backward")
+    names = [a.name for a in _op(name).default._schema.arguments[1:]]
+
+    # torch.library passes the schema's keyword-only arguments (var's correction, keepdim) apart
+    def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+        ctx.save_for_backward(inputs[0], output)
+        ctx.args = dict(zip(names, inputs[1:]), **(keyword_only_inputs or {}))
+        ctx.npos = len(inputs) - 1
+
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return backward_op(grad, x, y, **ctx.args), *(None for _ in range(ctx.npos))
+
+    torch.library.register_autograd(f"tinycuda::{name}", backward, setup_context=setup_context)
+
+
+__all__ = list(_OPS)
+for _name in _OPS:
+    globals()[_name] = _function(_name)
+    _register_fakes(_name)
+    if _differentiable(_name):
+        _register_autograd(_name)
