@@ -5,8 +5,10 @@
 // reduced ones (r walks a slice), each collapsed to the fewest dims
 // (reduce_layout). plan::reduce (shared/reduce_plan.h) picks one of two shapes:
 //
-// rows      G threads fold a slice: G = 32 (a warp; 8 slices a 256-thread
-//           block) for slices under 2048 elements, else G = 256 (a block).
+// rows      G threads fold a slice: G = 8 (32 slices a 256-thread block) for
+//           slices of up to 64 elements, where a warp a slice would leave most
+//           lanes idle and pay 5 shuffle levels a slice; G = 32 (a warp, 8
+//           slices a block) under 2048; else G = 256 (a block).
 //           Thread t takes elements t, t + G, ...; where the slice is one
 //           stride-1 run at 16-byte aligned rows, 16-byte vectors, 4 in flight.
 //           The G states fold in a fixed tree: warp shuffles (a struct state
@@ -49,11 +51,12 @@ __device__ __forceinline__ S shfl_down_state(const S& s, int delta) {
   return r;
 }
 
-// lane 0 ends with lanes 0..31 folded (a fixed tree)
-template <int OP, class A, class S>
+// the first lane of each group of W lanes (W = 8, 16 or 32) ends with the
+// group folded (a fixed tree; every lane of the warp takes part)
+template <int OP, int W = 32, class A, class S>
 __device__ __forceinline__ S warp_fold(S s, const ReduceCtx<A>& c) {
 #pragma unroll
-  for (int d = 16; d > 0; d >>= 1) s = reduce_merge<OP>(s, shfl_down_state(s, d), c);
+  for (int d = W / 2; d > 0; d >>= 1) s = reduce_merge<OP>(s, shfl_down_state(s, d), c);
   return s;
 }
 
@@ -118,7 +121,7 @@ reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* _
         for (; r < r1; r += G) M::add(s, to_acc(xo[layout_offset(l.red, r)]), r, c);
       }
     }
-    s = warp_fold<OP>(s, c);
+    s = warp_fold<OP, G < 32 ? G : 32>(s, c);
     if constexpr (kWarps > 1) {
       __syncthreads();  // warp_states may still be read by the previous slice
       if (lane == 0) warp_states[warp] = s;
@@ -211,9 +214,13 @@ tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx
     constexpr int V = Vec<T>::size;
     bool vec = l.red.ndim == 1 && l.red.strides[0][0] == 1 && aligned16(x);
     for (int d = 0; d < l.kept.ndim; ++d) vec = vec && (l.kept.strides[0][d] * int64_t(sizeof(T))) % 16 == 0;
-    const int64_t slices = pl.group == 32 ? 8 : 1;
-    dim3 grid(grid_1d(outputs, int(slices), 1 << 20), unsigned(pl.splits));
-    if (pl.group == 32 && vec)
+    const int slices = 256 / pl.group;
+    dim3 grid(grid_1d(outputs, slices, 1 << 20), unsigned(pl.splits));
+    if (pl.group == 8 && vec)
+      reduce_rows_kernel<OP, T, Out, 8, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+    else if (pl.group == 8)
+      reduce_rows_kernel<OP, T, Out, 8, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+    else if (pl.group == 32 && vec)
       reduce_rows_kernel<OP, T, Out, 32, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
     else if (pl.group == 32)
       reduce_rows_kernel<OP, T, Out, 32, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
@@ -233,7 +240,7 @@ tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx
 tc_status tc_reduce_cuda(const tc_reduce_params* p) {
   TC_RETURN_IF_ERROR(reduce_check(p));
   const char* name = reduce_name(p->op);
-  const ReduceLayout l = reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask);
+  const ReduceLayout l = reduce_layout(p);
   if (l.outputs() == 0) return TC_OK;
   const size_t need = tc_reduce_workspace_size(p);
   TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),

@@ -92,7 +92,7 @@ tc_status reduce_check(const tc_reduce_params* p) {
   TC_RETURN_IF_ERROR(op_check("reduce", p->op));
   const char* name = reduce_name(p->op);
   TC_RETURN_IF_ERROR(layout_check(name, p->ndim, p->sizes, p->reduce_mask));
-  const ReduceLayout l = reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask);
+  const ReduceLayout l = reduce_layout(p);
   const bool no_identity = p->op == TC_REDUCE_AMAX || p->op == TC_REDUCE_AMIN || p->op == TC_REDUCE_ARGMAX ||
                            p->op == TC_REDUCE_ARGMIN ||
                            (p->op == TC_REDUCE_VECTOR_NORM && (p->scalar == INFINITY || p->scalar == -INFINITY));
@@ -120,7 +120,7 @@ ReduceLayout reduce_backward_layout(const tc_reduce_backward_params* p) {
   int64_t strides[8];
   int64_t s = 1;
   for (int d = p->ndim - 1; d >= 0; --d) strides[d] = s, s *= p->sizes[d];
-  return reduce_layout(p->ndim, p->sizes, strides, p->reduce_mask);
+  return reduce_layout(p->ndim, p->sizes, strides, p->reduce_mask, false);  // x contiguous: in memory order
 }
 
 StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p) {
@@ -137,7 +137,7 @@ StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p) {
 
 size_t tc_reduce_workspace_size(const tc_reduce_params* p) {
   if (reduce_check(p) != TC_OK) return 0;
-  return partial_bytes(p->dtype, p->op, reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask));
+  return partial_bytes(p->dtype, p->op, reduce_layout(p));
 }
 
 // [aux states, one an output, 256-aligned][the aux reduction's partial states]

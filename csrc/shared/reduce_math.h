@@ -13,6 +13,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 #include <type_traits>
 #include <utility>
 
@@ -260,24 +262,38 @@ template <class F> tc_status dispatch_aux(int op, F&& f) {
 // layout
 
 // x's dims split in two, each collapsed: `kept` walks the outputs (contiguous
-// in y, in order; strides[0] are x's), `red` one slice (its element number r
-// is the row-major index over the reduced dims, argmax's answer).
+// in y, in order; strides[0] are x's), `red` one slice. For argmax and argmin
+// the slice's element number r is the row-major index over the reduced dims,
+// their answer; every other op may fold a slice in any order, so its reduced
+// dims are sorted by falling |stride| first (stable): a transposed or
+// channels-last x then reads its slices in memory order (a full mean of a
+// transposed matrix: stride-1 runs, not 32 KB steps a lane).
 struct ReduceLayout {
   StridedLayout<1> kept, red;
   int64_t outputs() const { return kept.n; }
   int64_t slice() const { return red.n; }
 };
 
-inline ReduceLayout reduce_layout(int ndim, const int64_t* sizes, const int64_t* x_strides, unsigned mask) {
+inline ReduceLayout reduce_layout(int ndim, const int64_t* sizes, const int64_t* x_strides, unsigned mask,
+                                  bool memory_order) {
   int64_t ks[8], kt[8], rs[8], rt[8];
   int nk = 0, nr = 0;
   for (int d = 0; d < ndim; ++d) {
     if (mask >> d & 1u) rs[nr] = sizes[d], rt[nr++] = x_strides[d];
     else ks[nk] = sizes[d], kt[nk++] = x_strides[d];
   }
+  for (int i = 1; memory_order && i < nr; ++i)  // insertion sort: stable, at most 8 dims
+    for (int j = i; j > 0 && std::abs(rt[j - 1]) < std::abs(rt[j]); --j)
+      std::swap(rs[j - 1], rs[j]), std::swap(rt[j - 1], rt[j]);
   const int64_t* k[1] = {kt};
   const int64_t* r[1] = {rt};
   return {coalesce<1>(nk, ks, k), coalesce<1>(nr, rs, r)};
+}
+
+// the forward's layout
+inline ReduceLayout reduce_layout(const tc_reduce_params* p) {
+  const bool indices = p->op == TC_REDUCE_ARGMAX || p->op == TC_REDUCE_ARGMIN;
+  return reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask, !indices);
 }
 
 // The x offset of element `i` of a collapsed layout (one division a dim).

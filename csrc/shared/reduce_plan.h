@@ -55,8 +55,8 @@ inline size_t sum_workspace(tc_dtype dtype, int64_t outer, int64_t reduce, int64
 // The reduce family (tinycuda/reduce.h): its CUDA launcher and workspace query
 // both cut the work here.
 //   rows     the reduced dims end in a stride-1 dim, or the kept ones do not:
-//            `group` threads a slice (a warp for slices under 2048 elements, 8
-//            slices a block; a block above), a long slice cut into `splits`
+//            `group` threads a slice (8 for slices of up to 64 elements, a
+//            warp under 2048, a block above), a long slice cut into `splits`
 //            segments (row_splits) whose states a second kernel merges
 //   columns  the kept dims end in a stride-1 dim and the reduced ones do not
 //            (mean over dim 0 of a matrix): 32 adjacent outputs a block, its 8
@@ -66,7 +66,7 @@ namespace plan {
 
 struct Reduce {
   bool columns = false;
-  int group = 32;       // rows: threads a slice
+  int group = 32;       // rows: threads a slice (8, 32 or 256)
   int64_t splits = 1;   // partial states per output (1: none, no workspace)
 };
 
@@ -78,7 +78,7 @@ inline Reduce reduce(int64_t outputs, int64_t slice, bool kept_unit_inner, bool 
     r.splits = column_chunks(slice, outputs);
     return r;
   }
-  r.group = slice < 2048 ? 32 : 256;
+  r.group = slice <= 64 ? 8 : slice < 2048 ? 32 : 256;
   if (r.group == 256) r.splits = row_splits(outputs, slice);
   return r;
 }
