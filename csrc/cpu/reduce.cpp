@@ -172,7 +172,7 @@ tc_status tc_reduce_cpu(const tc_reduce_params* p) {
     using T = decltype(tag);
     const auto c = reduce_ctx<acc_t<T>>(p->op, p->scalar, l.slice());
     const T* x = static_cast<const T*>(p->x);
-    return dispatch_reduce(p->op, [&](auto k) -> tc_status {
+    return dispatch_forward(p->op, c.kind, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
       if constexpr (kArgOp<OP>) return reduce_cpu<OP, T>(name, l, c, x, static_cast<int64_t*>(p->y), x);
       else return reduce_cpu<OP, T>(name, l, c, x, static_cast<T*>(p->y), x);

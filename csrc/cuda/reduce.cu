@@ -249,7 +249,7 @@ tc_status tc_reduce_cuda(const tc_reduce_params* p) {
     using T = decltype(tag);
     const auto c = reduce_ctx<acc_t<T>>(p->op, p->scalar, l.slice());
     const T* x = static_cast<const T*>(p->x);
-    return dispatch_reduce(p->op, [&](auto k) -> tc_status {
+    return dispatch_forward(p->op, c.kind, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
       using Out = std::conditional_t<kArgOp<OP>, int64_t, T>;
       return launch_reduce<OP, T>(name, l, c, x, static_cast<Out*>(p->y), x, p->workspace, as_stream(p->stream));
