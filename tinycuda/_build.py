@@ -153,8 +153,12 @@ def depends(root=CSRC):
 def flags(with_cuda, debug):
     """(cxx flags, nvcc flags)."""
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    # C++20: the torch layer fills params structs with designated initializers
-    cxx = opt + ["-std=c++20"]
+    # C++20: the torch layer fills params structs with designated initializers.
+    # -fno-trapping-math (host C++ only; no value changes, unlike -ffast-math): we
+    # raise no FP traps, so the compiler may compute both sides of a select, which
+    # lets loops like leaky_relu's x > 0 ? x : a x vectorize (8x torch's CPU time
+    # as a mispredicted branch)
+    cxx = opt + ["-std=c++20", "-fno-trapping-math"]
     # -lineinfo always: compute-sanitizer and ncu then name source lines; no effect on the code
     nvcc = opt + ["-std=c++20", "--expt-relaxed-constexpr", "-lineinfo"]
     if with_cuda:
