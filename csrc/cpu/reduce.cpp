@@ -94,7 +94,7 @@ tc_status reduce_columns_cpu(const char* name, const ReduceLayout& l, const Redu
         walk(l.red, r0, std::min(n, r0 + kChunk), [&](int64_t off, int64_t r) {
           for (int64_t j = 0; j < m; ++j) M::add(part[j], to_acc(xo[off + j]), r, c);
         });
-        for (int64_t j = 0; j < m; ++j) s[j] = r0 ? reduce_merge<OP>(s[j], part[j], c) : part[j];
+        for (int64_t j = 0; j < m; ++j) s[j] = r0 ? M::merge(s[j], part[j]) : part[j];
       }
       for (int64_t j = 0; j < m; ++j) store<M, T>(y, o0 + j, s[j], c);
     }
@@ -111,10 +111,7 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
   using M = ReduceMath<OP, A>;
   using State = typename M::State;
   const int64_t outputs = l.outputs(), n = l.slice();
-  const bool unit_kept = l.kept.ndim && l.kept.strides[0][l.kept.ndim - 1] == 1;
-  const bool unit_red = l.red.ndim && l.red.strides[0][l.red.ndim - 1] == 1;
-  if (unit_kept && !unit_red && outputs > 1 && n > 1)
-    return reduce_columns_cpu<OP, T>(name, l, c, x, y, target);
+  if (l.columns() && n > 1) return reduce_columns_cpu<OP, T>(name, l, c, x, y, target);
   const int64_t chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk), items = outputs * chunks;
   std::vector<State> states(chunks > 1 ? size_t(items) : 0);
   const int64_t threads = threads_for(items, outputs * n);
@@ -142,7 +139,7 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
         }
         for (int j = 0; r < r1; ++r, ++j) M::add(lane[j], to_acc(xo[r * step]), r, c);
         s = lane[0];
-        for (int j = 1; j < kLanes; ++j) s = reduce_merge<OP>(s, lane[j], c);
+        for (int j = 1; j < kLanes; ++j) s = M::merge(s, lane[j]);
       } else {
         walk(l.red, r0, r1, [&](int64_t off, int64_t r) { M::add(s, to_acc(xo[off]), r, c); });
       }
@@ -154,7 +151,7 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
   if (chunks > 1) {
     for (int64_t o = 0; o < outputs; ++o) {
       State s = states[size_t(o * chunks)];
-      for (int64_t k = 1; k < chunks; ++k) s = reduce_merge<OP>(s, states[size_t(o * chunks + k)], c);
+      for (int64_t k = 1; k < chunks; ++k) s = M::merge(s, states[size_t(o * chunks + k)]);
       store<M, T>(y, o, s, c);
     }
   }

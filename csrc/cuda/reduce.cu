@@ -53,10 +53,10 @@ __device__ __forceinline__ S shfl_down_state(const S& s, int delta) {
 
 // the first lane of each group of W lanes (W = 8, 16 or 32) ends with the
 // group folded (a fixed tree; every lane of the warp takes part)
-template <int OP, int W = 32, class A, class S>
-__device__ __forceinline__ S warp_fold(S s, const ReduceCtx<A>& c) {
+template <class M, int W = 32, class S>
+__device__ __forceinline__ S warp_fold(S s) {
 #pragma unroll
-  for (int d = W / 2; d > 0; d >>= 1) s = reduce_merge<OP>(s, shfl_down_state(s, d), c);
+  for (int d = W / 2; d > 0; d >>= 1) s = M::merge(s, shfl_down_state(s, d));
   return s;
 }
 
@@ -121,14 +121,14 @@ reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* _
         for (; r < r1; r += G) M::add(s, to_acc(xo[layout_offset(l.red, r)]), r, c);
       }
     }
-    s = warp_fold<OP, G < 32 ? G : 32>(s, c);
+    s = warp_fold<M, G < 32 ? G : 32>(s);
     if constexpr (kWarps > 1) {
       __syncthreads();  // warp_states may still be read by the previous slice
       if (lane == 0) warp_states[warp] = s;
       __syncthreads();
       if (warp == 0) {
         s = lane < kWarps ? warp_states[lane] : M::init(c, A(0));
-        s = warp_fold<OP>(s, c);
+        s = warp_fold<M>(s);
       }
     }
     if (t == 0 && o < outputs) {
@@ -160,7 +160,7 @@ reduce_columns_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T
   __syncthreads();
   if (threadIdx.y == 0 && o < outputs) {
 #pragma unroll
-    for (int k = 1; k < plan::kBlockRows; ++k) s = reduce_merge<OP>(s, tile[k][threadIdx.x], c);
+    for (int k = 1; k < plan::kBlockRows; ++k) s = M::merge(s, tile[k][threadIdx.x]);
     if (splits == 1) store<M, T>(y, o, s, c);
     else partial[blockIdx.y * outputs + o] = s;
   }
@@ -177,8 +177,8 @@ merge_kernel(const StateOf<OP, acc_t<T>>* __restrict__ partial, int64_t splits, 
   const int64_t o = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
   if (o >= outputs) return;  // a whole warp: the shuffles below see all 32 lanes
   auto s = lane < splits ? partial[lane * outputs + o] : M::init(c, A(0));
-  for (int64_t k = lane + 32; k < splits; k += 32) s = reduce_merge<OP>(s, partial[k * outputs + o], c);
-  s = warp_fold<OP>(s, c);
+  for (int64_t k = lane + 32; k < splits; k += 32) s = M::merge(s, partial[k * outputs + o]);
+  s = warp_fold<M>(s);
   if (lane == 0) store<M, T>(y, o, s, c);
 }
 
@@ -197,14 +197,12 @@ reduce_backward_kernel(const StridedLayout<1> yl, const ReduceCtx<acc_t<T>> c, c
 // ---------------------------------------------------------------------------
 // launchers
 
-bool unit_inner(const StridedLayout<1>& l) { return l.ndim && l.strides[0][l.ndim - 1] == 1; }
-
 template <int OP, class T, class Out>
 tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x, Out* y,
                         const T* target, void* workspace, cudaStream_t stream) {
   using State = StateOf<OP, acc_t<T>>;
   const int64_t outputs = l.outputs(), n = l.slice();
-  const plan::Reduce pl = plan::reduce(outputs, n, unit_inner(l.kept), unit_inner(l.red));
+  const plan::Reduce pl = plan::reduce(outputs, n, l.columns());
   State* partial = static_cast<State*>(workspace);
   if (pl.columns) {
     dim3 grid(grid_1d(outputs, plan::kColTile), unsigned(pl.splits));

@@ -34,23 +34,13 @@ template <class A> size_t state_bytes(int op) {
   return b;
 }
 
-size_t partial_bytes(tc_dtype dtype, int op, const ReduceLayout& l) {
-  const plan::Reduce r = plan::reduce(l.outputs(), l.slice(),
-                                      l.kept.ndim && l.kept.strides[0][l.kept.ndim - 1] == 1,
-                                      l.red.ndim && l.red.strides[0][l.red.ndim - 1] == 1);
-  if (r.splits <= 1) return 0;
-  return size_t(r.splits * l.outputs()) * (dtype == TC_FLOAT64 ? state_bytes<double>(op) : state_bytes<float>(op));
+size_t state_size(tc_dtype dtype, int op) {
+  return dtype == TC_FLOAT64 ? state_bytes<double>(op) : state_bytes<float>(op);
 }
 
-// the reduction the backward runs first, into its workspace: -1 for none
-int aux_op(int op, double scalar) {
-  switch (op) {
-    case TC_REDUCE_VAR: case TC_REDUCE_STD: return TC_REDUCE_MEAN;
-    case TC_REDUCE_AMAX: case TC_REDUCE_AMIN: return kReduceCountEq;
-    case TC_REDUCE_PROD: return kReduceProdNonzero;
-    case TC_REDUCE_VECTOR_NORM: return scalar == INFINITY || scalar == -INFINITY ? kReduceCountAbsEq : -1;
-  }
-  return -1;
+size_t partial_bytes(tc_dtype dtype, int op, const ReduceLayout& l) {
+  const plan::Reduce r = plan::reduce(l.outputs(), l.slice(), l.columns());
+  return r.splits > 1 ? size_t(r.splits * l.outputs()) * state_size(dtype, op) : 0;
 }
 
 tc_status layout_check(const char* name, int ndim, const int64_t* sizes, unsigned mask) {
@@ -143,13 +133,22 @@ size_t tc_reduce_workspace_size(const tc_reduce_params* p) {
 // [aux states, one an output, 256-aligned][the aux reduction's partial states]
 size_t tc_reduce_backward_workspace_size(const tc_reduce_backward_params* p) {
   if (reduce_check(p) != TC_OK) return 0;
-  const int aux = aux_op(p->op, p->scalar);
+  const int aux = reduce_aux_op(p->op, p->scalar);
   if (aux < 0) return 0;
   const ReduceLayout l = reduce_backward_layout(p);
   return reduce_aux_bytes(p->dtype, aux, l.outputs()) + partial_bytes(p->dtype, aux, l);
 }
 
-int reduce_aux_op(int op, double scalar) { return aux_op(op, scalar); }
+int reduce_aux_op(int op, double scalar) {
+  switch (op) {
+    case TC_REDUCE_VAR: case TC_REDUCE_STD: return TC_REDUCE_MEAN;
+    case TC_REDUCE_AMAX: case TC_REDUCE_AMIN: return kReduceCountEq;
+    case TC_REDUCE_PROD: return kReduceProdNonzero;
+    case TC_REDUCE_VECTOR_NORM: return scalar == INFINITY || scalar == -INFINITY ? kReduceCountAbsEq : -1;
+  }
+  return -1;
+}
+
 size_t reduce_aux_bytes(tc_dtype dtype, int op, int64_t outputs) {
-  return align256(size_t(outputs) * (dtype == TC_FLOAT64 ? state_bytes<double>(op) : state_bytes<float>(op)));
+  return align256(size_t(outputs) * state_size(dtype, op));
 }

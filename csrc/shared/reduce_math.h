@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <utility>
 #include <type_traits>
 #include <utility>
 
@@ -28,8 +27,8 @@ constexpr int kReduceCountAbsEq = TC_REDUCE_COUNT + 1;
 // prod's: a slice's zeros, NaNs, and the product of its other x
 constexpr int kReduceProdNonzero = TC_REDUCE_COUNT + 2;
 
-// vector_norm's ord, sorted once on the host: the element update branches on
-// this uniform value, not on p.
+// vector_norm's ord, sorted once on the host (reduce_ctx): the forward folds
+// with one struct a kind (NormMath), the gradient switches on it.
 enum NormKind : int { kNormTwo, kNormOne, kNormInf, kNormNegInf, kNormZero, kNormP };
 
 template <class A> struct ReduceCtx {
@@ -230,12 +229,6 @@ template <bool ABS, class A> struct CountEqMath {
 template <class A> struct ReduceMath<kReduceCountEq, A> : CountEqMath<false, A> {};
 template <class A> struct ReduceMath<kReduceCountAbsEq, A> : CountEqMath<true, A> {};
 
-// merge(a, b) for every op: vector_norm's needs its kind
-template <int OP, class A, class S>
-TC_HD inline S reduce_merge(S a, S b, const ReduceCtx<A>&) {
-  return ReduceMath<OP, A>::merge(a, b);
-}
-
 template <int OP> constexpr bool kArgOp = OP == TC_REDUCE_ARGMAX || OP == TC_REDUCE_ARGMIN;
 template <int OP> constexpr bool kNeedsTarget = OP == kReduceCountEq || OP == kReduceCountAbsEq;
 
@@ -291,6 +284,12 @@ struct ReduceLayout {
   StridedLayout<1> kept, red;
   int64_t outputs() const { return kept.n; }
   int64_t slice() const { return red.n; }
+  // the columns layout: the kept dims end in a stride-1 dim and the reduced ones
+  // do not (mean over dim 0), so adjacent outputs are adjacent in x
+  bool columns() const {
+    auto unit_inner = [](const StridedLayout<1>& l) { return l.ndim && l.strides[0][l.ndim - 1] == 1; };
+    return unit_inner(kept) && !unit_inner(red) && outputs() > 1;
+  }
 };
 
 inline ReduceLayout reduce_layout(int ndim, const int64_t* sizes, const int64_t* x_strides, unsigned mask,

@@ -70,10 +70,10 @@ struct Reduce {
   int64_t splits = 1;   // partial states per output (1: none, no workspace)
 };
 
-inline Reduce reduce(int64_t outputs, int64_t slice, bool kept_unit_inner, bool red_unit_inner) {
+inline Reduce reduce(int64_t outputs, int64_t slice, bool columns) {
   Reduce r;
   if (outputs <= 0 || slice <= 0) return r;
-  if (kept_unit_inner && !red_unit_inner && outputs > 1) {
+  if (columns) {
     r.columns = true;
     r.splits = column_chunks(slice, outputs);
     return r;
