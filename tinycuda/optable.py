@@ -907,12 +907,15 @@ _EVERY = "every"  # a case's dims: every dim, as the op's schema spells it (_Red
 # (shape, dims): every dim (0-dim, one element, odd lengths, 4097 past the CPU's 4096-element chunks); one dim,
 # negative; several non-adjacent ones; a unit reduced dim; 3-D and 4-D; long slices (3 x 9000 over dim 1: rows
 # cut in two on CUDA, past the CPU's chunks; 5000 x 7 over dim 0: the column path, its slice cut in chunks;
-# 2 x 3 x 4097 over (0, 2): a long slice of two strided pieces); empty outputs (a kept dim of 0); and empty
+# 2 x 3 x 4097 over (0, 2): a long slice of two strided pieces; 4 x 3 x 16 over dim 1: the CUDA backward's vector
+# path with adjacent outputs; 3 x 2 x 5 x 8 over (0, 2): columns whose slice is two strided dims; 1003 x 24 over
+# dim 0: the CUDA columns' vector path, cut in chunks); empty outputs (a kept dim of 0); and empty
 # slices (a reduced dim of 0), taken where the op's `finite` says so.
 REDUCE_CASES = [
     ((), _EVERY), ((), 0), ((), -1), ((1,), _EVERY), ((7,), _EVERY), ((4097,), _EVERY), ((5, 33), _EVERY),
     ((5, 33), 0), ((5, 33), 1), ((5, 33), -1), ((3, 4, 5), (0, 2)), ((3, 4, 5), (-1, 0)), ((33, 1, 65), 1),
     ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 2, -1)), ((2, 3, 4097), (0, 2)), ((3, 9000), 1), ((5000, 7), 0),
+    ((4, 3, 16), 1), ((3, 2, 5, 8), (0, 2)), ((1003, 24), 0),
     ((0, 5), 1), ((3, 0), 0), ((4, 0, 3), (0, 2)), ((3, 0), 1), ((0,), _EVERY),
 ]
 

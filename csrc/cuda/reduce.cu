@@ -16,22 +16,25 @@
 //           slice is cut into `splits` segments (grid.y; ~1024 blocks in all),
 //           whose states merge_kernel folds, one warp an output.
 // columns   the kept dims end in a stride-1 dim and the reduced ones do not
-//           (mean over dim 0): a 32 x 8 block owns 32 adjacent outputs, its 8
-//           rows of threads step through the slice, so a warp reads 32
-//           adjacent elements; the 8 row states fold through shared memory.
+//           (mean over dim 0): a 32 x 8 block owns 32 V adjacent outputs, V a
+//           thread (one 16-byte vector of x: 4 fp32, 8 bf16), its 8 rows of
+//           threads step through the slice, 4 steps in flight, so a warp reads
+//           512 adjacent bytes; the 8 row states fold through shared memory.
 //           A long slice is cut into `splits` chunks (grid.y), merged as above.
 // Every fold runs in a fixed order, and equal argmax candidates keep the lower
 // index, so results are bit-identical run to run (no atomics).
 //
-// Backward: one thread an element of x (contiguous), its output found through
-// y's broadcast strides; aux (var's mean, amax's tie counts) is a forward
-// reduction into the workspace first.
+// Backward: one thread a 16-byte vector of x (contiguous), its outputs found
+// through y's broadcast strides by a Walk (kit/index.cuh: no divide
+// instruction); aux (var's mean, amax's tie counts) is a forward reduction
+// into the workspace first.
 #include <cstring>
 #include <type_traits>
 
 #include "../shared/reduce_math.h"
 #include "../shared/reduce_plan.h"
 #include "kit/cuda_utils.cuh"
+#include "kit/index.cuh"
 #include "kit/vec.cuh"
 
 namespace {
@@ -80,7 +83,8 @@ __device__ __forceinline__ acc_t<T> target_of(const T* target, int64_t o) {
 
 template <int OP, class T, class Out, int G, int VEC>
 __global__ void __launch_bounds__(256)
-reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x, int64_t splits,
+reduce_rows_kernel(const ReduceLayout l, const Walk red, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x,
+                   int64_t splits,
                    StateOf<OP, acc_t<T>>* __restrict__ partial, Out* __restrict__ y, const T* __restrict__ target) {
   using A = acc_t<T>;
   using M = ReduceMath<OP, A>;
@@ -118,7 +122,7 @@ reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* _
         // the tail, under VEC elements, at most one thread's
         for (int64_t k = r; k < r1 && k < r + VEC; ++k) M::add(s, to_acc(xo[k]), k, c);
       } else {
-        for (; r < r1; r += G) M::add(s, to_acc(xo[layout_offset(l.red, r)]), r, c);
+        for (; r < r1; r += G) M::add(s, to_acc(xo[red.offset(r)]), r, c);
       }
     }
     s = warp_fold<M, G < 32 ? G : 32>(s);
@@ -138,31 +142,55 @@ reduce_rows_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* _
   }
 }
 
-template <int OP, class T, class Out>
+// V adjacent outputs a thread: one 16-byte vector of x a row step (V = 1
+// where the layout is off the 16-byte grid). With one 4-byte load a step,
+// mean over dim 0 of 16384^2 fp32 ran at 97% of copy, but var, logsumexp and
+// argmax (longer adds: a division, two exps) at 31-36%: too few bytes in flight.
+template <int OP, class T, class Out, int V>
 __global__ void __launch_bounds__(256)
-reduce_columns_kernel(const ReduceLayout l, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x, int64_t splits,
-                      StateOf<OP, acc_t<T>>* __restrict__ partial, Out* __restrict__ y,
+reduce_columns_kernel(const ReduceLayout l, const Walk red, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x,
+                      int64_t splits, StateOf<OP, acc_t<T>>* __restrict__ partial, Out* __restrict__ y,
                       const T* __restrict__ target) {
   using A = acc_t<T>;
   using M = ReduceMath<OP, A>;
   using State = StateOf<OP, A>;
-  __shared__ State tile[plan::kBlockRows][plan::kColTile];
+  constexpr int W = plan::kColTile * V, R = plan::kBlockRows, U = 4;  // U row steps in flight
+  __shared__ State tile[R][W];
   const int64_t outputs = l.kept.n, n = l.red.n;
-  const int64_t o = int64_t(blockIdx.x) * plan::kColTile + threadIdx.x;
+  const int64_t block_o = int64_t(blockIdx.x) * W, o = block_o + threadIdx.x * V;  // V | outputs where V > 1
   const int64_t len = plan::ceil_div(n, splits), r0 = blockIdx.y * len, r1 = min(n, r0 + len);
-  State s = M::init(c, o < outputs ? target_of<OP>(target, o) : A(0));
+  State s[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) s[j] = M::init(c, o < outputs ? target_of<OP>(target, o + j) : A(0));
   if (o < outputs) {
     const T* xo = x + layout_offset(l.kept, o);
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += plan::kBlockRows)
-      M::add(s, to_acc(xo[layout_offset(l.red, r)]), r, c);
-  }
-  tile[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && o < outputs) {
+    int64_t r = r0 + threadIdx.y;
+    for (; r + (U - 1) * R < r1; r += U * R) {
+      Vec<T, V> v[U];
 #pragma unroll
-    for (int k = 1; k < plan::kBlockRows; ++k) s = M::merge(s, tile[k][threadIdx.x]);
-    if (splits == 1) store<M, T>(y, o, s, c);
-    else partial[blockIdx.y * outputs + o] = s;
+      for (int u = 0; u < U; ++u) v[u] = load_vec<T, V>(xo + red.offset(r + u * R));
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) M::add(s[j], to_acc(v[u].v[j]), r + u * R, c);
+    }
+    for (; r < r1; r += R) {
+      const Vec<T, V> v = load_vec<T, V>(xo + red.offset(r));
+#pragma unroll
+      for (int j = 0; j < V; ++j) M::add(s[j], to_acc(v.v[j]), r, c);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) tile[threadIdx.y][threadIdx.x * V + j] = s[j];
+  __syncthreads();
+  // the R row states of each of the block's W outputs fold in row order, one thread an output
+  for (int k = threadIdx.y * plan::kColTile + threadIdx.x; k < W; k += plan::kColTile * R) {
+    if (block_o + k >= outputs) break;
+    State t = tile[0][k];
+#pragma unroll
+    for (int i = 1; i < R; ++i) t = M::merge(t, tile[i][k]);
+    if (splits == 1) store<M, T>(y, block_o + k, t, c);
+    else partial[blockIdx.y * outputs + block_o + k] = t;
   }
 }
 
@@ -182,15 +210,31 @@ merge_kernel(const StateOf<OP, acc_t<T>>* __restrict__ partial, int64_t splits, 
   if (lane == 0) store<M, T>(y, o, s, c);
 }
 
-template <int OP, class T>
+// V adjacent elements a thread (one 16-byte vector of x and grad_x, or V = 1):
+// they share one output (STEP 0: the walk's inner dim is reduced) or take
+// adjacent ones (STEP 1: it is kept), so one walk a vector finds them all.
+template <int OP, class T, int V, int STEP>
 __global__ void __launch_bounds__(256)
-reduce_backward_kernel(const StridedLayout<1> yl, const ReduceCtx<acc_t<T>> c, const T* __restrict__ g,
+reduce_backward_kernel(const Walk w, const ReduceCtx<acc_t<T>> c, const T* __restrict__ g,
                        const T* __restrict__ x, const T* __restrict__ y,
                        const AuxState<OP, acc_t<T>>* __restrict__ aux, T* __restrict__ gx, int64_t total) {
-  using Aux = AuxState<OP, acc_t<T>>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t o = layout_offset(yl, i);
-    gx[i] = from_acc<T>(reduce_grad<OP>(to_acc(g[o]), to_acc(x[i]), to_acc(y[o]), aux ? aux[o] : Aux{}, c));
+  using A = acc_t<T>;
+  using Aux = AuxState<OP, A>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x * V;
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * V; i < total; i += step) {
+    const int64_t o = w.offset(i);
+    Vec<T, V> xv, out;
+    if constexpr (V > 1) xv = load_vec<T, V>(x + i);  // mean's reads of x and y are dead code, dropped
+    else xv.v[0] = x[i];
+    A go = to_acc(g[o]), yo = to_acc(y[o]);
+    Aux ao = aux ? aux[o] : Aux{};
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (STEP == 1 && j > 0) go = to_acc(g[o + j]), yo = to_acc(y[o + j]), ao = aux ? aux[o + j] : Aux{};
+      out.v[j] = from_acc<T>(reduce_grad<OP>(go, to_acc(xv.v[j]), yo, ao, c));
+    }
+    if constexpr (V > 1) store_vec(gx + i, out);
+    else gx[i] = out.v[0];
   }
 }
 
@@ -204,10 +248,21 @@ tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx
   const int64_t outputs = l.outputs(), n = l.slice();
   const plan::Reduce pl = plan::reduce(outputs, n, l.columns());
   State* partial = static_cast<State*>(workspace);
+  const Walk red(l.red);
   if (pl.columns) {
-    dim3 grid(grid_1d(outputs, plan::kColTile), unsigned(pl.splits));
-    reduce_columns_kernel<OP, T, Out><<<grid, dim3(plan::kColTile, plan::kBlockRows), 0, stream>>>(
-        l, c, x, pl.splits, partial, y, target);
+    // the vector path: the kept inner dim (stride 1) holds a multiple of V, every other stride is a multiple of V
+    // and x sits on the 16-byte grid, so each thread's V outputs are one aligned vector a row
+    constexpr int V = Vec<T>::size;
+    bool vec = aligned16(x) && l.kept.sizes[l.kept.ndim - 1] % V == 0;
+    for (int d = 0; d < l.kept.ndim - 1; ++d) vec = vec && l.kept.strides[0][d] % V == 0;
+    for (int d = 0; d < l.red.ndim; ++d) vec = vec && l.red.strides[0][d] % V == 0;
+    const dim3 block(plan::kColTile, plan::kBlockRows);
+    if (vec)
+      reduce_columns_kernel<OP, T, Out, V><<<dim3(grid_1d(outputs, plan::kColTile * V), unsigned(pl.splits)), block,
+                                             0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
+    else
+      reduce_columns_kernel<OP, T, Out, 1><<<dim3(grid_1d(outputs, plan::kColTile), unsigned(pl.splits)), block, 0,
+                                             stream>>>(l, red, c, x, pl.splits, partial, y, target);
   } else {
     constexpr int V = Vec<T>::size;
     bool vec = l.red.ndim == 1 && l.red.strides[0][0] == 1 && aligned16(x);
@@ -215,17 +270,17 @@ tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx
     const int slices = 256 / pl.group;
     dim3 grid(grid_1d(outputs, slices, 1 << 20), unsigned(pl.splits));
     if (pl.group == 8 && vec)
-      reduce_rows_kernel<OP, T, Out, 8, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+      reduce_rows_kernel<OP, T, Out, 8, V><<<grid, 256, 0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
     else if (pl.group == 8)
-      reduce_rows_kernel<OP, T, Out, 8, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+      reduce_rows_kernel<OP, T, Out, 8, 1><<<grid, 256, 0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
     else if (pl.group == 32 && vec)
-      reduce_rows_kernel<OP, T, Out, 32, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+      reduce_rows_kernel<OP, T, Out, 32, V><<<grid, 256, 0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
     else if (pl.group == 32)
-      reduce_rows_kernel<OP, T, Out, 32, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+      reduce_rows_kernel<OP, T, Out, 32, 1><<<grid, 256, 0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
     else if (vec)
-      reduce_rows_kernel<OP, T, Out, 256, V><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+      reduce_rows_kernel<OP, T, Out, 256, V><<<grid, 256, 0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
     else
-      reduce_rows_kernel<OP, T, Out, 256, 1><<<grid, 256, 0, stream>>>(l, c, x, pl.splits, partial, y, target);
+      reduce_rows_kernel<OP, T, Out, 256, 1><<<grid, 256, 0, stream>>>(l, red, c, x, pl.splits, partial, y, target);
   }
   TC_RETURN_IF_ERROR(check_launch(name));
   if (pl.splits == 1) return TC_OK;
@@ -265,6 +320,7 @@ tc_status tc_reduce_backward_cuda(const tc_reduce_backward_params* p) {
   TC_REQUIRE(p->workspace_bytes >= need && (need == 0 || p->workspace),
              "%s: workspace of %zu bytes needed, %zu given", name, need, p->workspace_bytes);
   const StridedLayout<1> yl = reduce_grad_layout(p);
+  const Walk w(yl);
   cudaStream_t stream = as_stream(p->stream);
   return dispatch_cuda(p->dtype, name, [&](auto tag) -> tc_status {
     using T = decltype(tag);
@@ -286,8 +342,20 @@ tc_status tc_reduce_backward_cuda(const tc_reduce_backward_params* p) {
             else return tc_fail(TC_ERR_INTERNAL, "%s: aux op %d does not fit", name, AUX);
           }));
         }
-        reduce_backward_kernel<OP, T><<<grid_1d(total, 256, 1 << 20), 256, 0, stream>>>(
-            yl, c, static_cast<const T*>(p->grad_y), x, y, aux, static_cast<T*>(p->grad_x), total);
+        const T* g = static_cast<const T*>(p->grad_y);
+        T* gx = static_cast<T*>(p->grad_x);
+        constexpr int V = Vec<T>::size;
+        const int inner = yl.ndim - 1;
+        if (inner >= 0 && yl.sizes[inner] % V == 0 && yl.strides[0][inner] <= 1 && aligned16(x) && aligned16(gx)) {
+          const unsigned grid = grid_1d(total / V, 256, 1 << 20);
+          if (yl.strides[0][inner] == 0)
+            reduce_backward_kernel<OP, T, V, 0><<<grid, 256, 0, stream>>>(w, c, g, x, y, aux, gx, total);
+          else
+            reduce_backward_kernel<OP, T, V, 1><<<grid, 256, 0, stream>>>(w, c, g, x, y, aux, gx, total);
+        } else {
+          reduce_backward_kernel<OP, T, 1, 0><<<grid_1d(total, 256, 1 << 20), 256, 0, stream>>>(
+              w, c, g, x, y, aux, gx, total);
+        }
       }
       return check_launch(name);
     });

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "../../shared/elementwise_check.h"
+#include "index.cuh"
 #include "vec.cuh"
 
 template <class T, int VEC, bool BINARY, class F>
@@ -74,7 +75,8 @@ tc_status launch_pointwise(const char* op, tc_dtype dtype, int64_t n, const void
 
 template <int NARGS> struct StridedArg {  // StridedLayout<NARGS> by value, with the operands
   int ndim;
-  int64_t sizes[8], strides[NARGS][8];
+  FastDiv sizes[8];  // kit/index.cuh: a thread's coordinates without a divide instruction
+  int64_t strides[NARGS][8];
   const void* p[NARGS];  // NULL: scalar[k]
   double scalar[NARGS];
 };
@@ -89,7 +91,8 @@ __device__ __forceinline__ void strided_offsets(const StridedArg<NARGS>& l, int6
   }
   for (int k = 0; k < NARGS; ++k) off[k] = 0;
   for (int d = l.ndim - 1; d >= 0; --d) {
-    idx[d] = i % l.sizes[d], i /= l.sizes[d];
+    const int64_t q = l.sizes[d].div(i);
+    idx[d] = i - q * int64_t(l.sizes[d].d), i = q;
     for (int k = 0; k < NARGS; ++k) off[k] += idx[d] * l.strides[k][d];
   }
 }
@@ -162,7 +165,7 @@ strided_kernel(int64_t n, StridedArg<NARGS> l, T* __restrict__ out, bool vec_sto
         for (int k = 0; k < NARGS; ++k) e[k] = l.p[k] ? operand_at<T, C0, A>(l.p[k], k, off[k]) : A(l.scalar[k]);
         o.v[j] = from_acc<T>(apply_args<NARGS>(f, e));
         if (inner < 0) break;  // one element
-        if (++idx[inner] < l.sizes[inner]) {
+        if (++idx[inner] < int64_t(l.sizes[inner].d)) {
 #pragma unroll
           for (int k = 0; k < NARGS; ++k) off[k] += l.strides[k][inner];
         } else {
@@ -188,7 +191,7 @@ tc_status launch_strided(const char* op, tc_dtype dtype, const StridedLayout<NAR
   if (layout.n == 0) return TC_OK;
   StridedArg<NARGS> l{layout.ndim};
   for (int d = 0; d < layout.ndim; ++d) {
-    l.sizes[d] = layout.sizes[d];
+    l.sizes[d] = FastDiv(uint64_t(layout.sizes[d]));
     for (int k = 0; k < NARGS; ++k) l.strides[k][d] = layout.strides[k][d];
   }
   for (int k = 0; k < NARGS; ++k) l.p[k] = ptrs[k], l.scalar[k] = scalars[k];
