@@ -17,6 +17,7 @@
 // split or the thread count.
 //
 // Backward: the same walk, its problem scanning the other way.
+#include <type_traits>
 #include <vector>
 
 #include "kit/cpu_utils.h"
@@ -39,18 +40,30 @@ tc_status scan_cpu(const char* name, int64_t outer, int64_t n, int64_t inner, bo
   auto walk = [&](int64_t b, int64_t c, auto&& f) {
     const int64_t per_o = (inner + kBlock - 1) / kBlock, o = b / per_o, k0 = b % per_o * kBlock;
     const int64_t m = std::min(kBlock, inner - k0), first = scan_row(o * inner + k0, n, inner, reverse).first;
-    for (int64_t s = c * kChunk; s < std::min(n, (c + 1) * kChunk); ++s)
+    const int64_t s0 = c * kChunk, s1 = std::min(n, s0 + kChunk);
+    if (m == 1) {  // a row (inner = 1, or a last narrow block): no column loop around each element
+      for (int64_t s = s0, e = first + s0 * a.step; s < s1; ++s, e += a.step) f(0, e, s);
+      return;
+    }
+    for (int64_t s = s0; s < s1; ++s)
       for (int64_t j = 0; j < m; ++j) f(j, first + s * a.step + j, s);
   };
-  // scans block b's chunk c from carry (none for the first chunk); tot: the chunk's own folds
+  // scans block b's chunk c from carry (none for the first chunk); tot: the chunk's own folds. The flags are
+  // template arguments, so the element loop holds no branch on them
   auto scan_chunk = [&](int64_t b, int64_t c, const State* carry, State* tot) {
     for (int64_t j = 0; j < kBlock; ++j) tot[j] = P::identity();
-    walk(b, c, [&](int64_t j, int64_t e, int64_t s) {
-      const State before = tot[j];
-      tot[j] = P::combine(tot[j], P::element(a, e, s));
-      const State p = a.exclusive ? before : tot[j];
-      out[e] = from_acc<T>(P::finish(a, e, s, carry ? P::combine(carry[j], p) : p));
-    });
+    auto run = [&](auto exclusive, auto carried) {
+      walk(b, c, [&](int64_t j, int64_t e, int64_t s) {
+        const State before = tot[j];
+        tot[j] = P::combine(tot[j], P::element(a, e, s));
+        const State p = decltype(exclusive)::value ? before : tot[j];
+        out[e] = from_acc<T>(P::finish(a, e, s, decltype(carried)::value ? P::combine(carry[j], p) : p));
+      });
+    };
+    using yes = std::true_type;
+    using no = std::false_type;
+    if (a.exclusive) carry ? run(yes{}, yes{}) : run(yes{}, no{});
+    else carry ? run(no{}, yes{}) : run(no{}, no{});
   };
   const bool split = rows < kFewRows && chunks > 1;
   const int64_t items = split ? blocks * chunks : blocks;
