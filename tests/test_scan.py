@@ -155,6 +155,14 @@ def test_paths_half_within_torchs_error(device, dtype, name):
 
 
 @pytest.mark.parametrize("name,kw", _flag_params())
+def test_float64_accumulates_in_float64(device, name, kw):
+    """float64 in, float64 accumulation: the reference's values to ~1e-12, on each path."""
+    for shape, dim in PATH_CASES[:-1]:
+        x = _long_input(name, shape, device, torch.float64)
+        _against_float64(name, x, dim, kw, normwise=1e-12)
+
+
+@pytest.mark.parametrize("name,kw", _flag_params())
 def test_deterministic(device, name, kw):
     """The same bits on every run (CUDA: whichever predecessor the look-back meets first)."""
     n = 3_000_000 if device == "cuda" else 200_000
