@@ -15,7 +15,8 @@ exposing DLPack on the CPU (torch tensors, for bfloat16); CUDA arrays: any
 object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
 All C-contiguous (but the x of an elementwise-family forward, sigmoid ...
 rsqrt, the a and b of add ... pow and their backwards, and the x of a
-reduce-family forward, mean ... argmin, read through their strides), of one
+reduce-family forward, mean ... argmin, read through their strides, and the x of
+a scan-family forward, copied C-contiguous), of one
 dtype and device (no promotion), which picks the CPU or the
 CUDA kernel (current device, on ``stream``, default: the array
 library's current one). Outputs are new arrays of the input's type, or passed in: ``out=``
@@ -48,6 +49,11 @@ result new and C-contiguous over the kept dims (int64 for an index op, one
 tc_reduce_differentiable says has no gradient); capi.<op>_backward(grad_out,
 x, y, <the same arguments>) from the forward's input and output (an index
 op's refuses every call).
+
+The scan family's functions (capi.cumsum ... capi.logcumsumexp, tinycuda/scan.h)
+likewise, from tc_scan_op and tc_scan_schema: capi.<op>(x, dim, *, reverse=False,
+exclusive=False), the result new and C-contiguous of x's shape;
+capi.<op>_backward(grad_out, x, y, <the same arguments>).
 """
 import ast
 import ctypes
@@ -432,26 +438,27 @@ def gelu_backward(grad_out, x, approximate="none", *, grad_x=None, stream=None):
 
 
 # ---------------------------------------------------------------------------
-# the elementwise family (sigmoid ... rsqrt, add ... pow) and the reduce family (mean ... argmin) and their
-# backwards, made from the core's op lists
+# the elementwise family (sigmoid ... rsqrt, add ... pow), the reduce family (mean ... argmin) and the scan
+# family (cumsum ... logcumsumexp) and their backwards, made from the core's op lists
 
 # The op names, read from the headers so that __all__ lists them without loading
 # libtinycuda (whose path lib() may yet be given); each op's functions are made
 # on first use (the module's __getattr__) from the library's tc_unary_schema,
-# tc_binary_schema and tc_reduce_schema. Every reduce op has its _backward name
+# tc_binary_schema, tc_reduce_schema and tc_scan_schema. Every reduce op has its _backward name
 # here: which ops have a gradient only the library says (tc_reduce_differentiable);
 # the backward of one that has none refuses every call.
 _UNARY = _build.unary_ops()
 _BINARY = _build.binary_ops()
 _REDUCE = _build.op_names("tc_reduce_op")
-__all__ += [f for name in _UNARY + _BINARY + _REDUCE for f in (name, name + "_backward")]
+_SCAN = _build.op_names("tc_scan_op")
+__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN for f in (name, name + "_backward")]
 
 
 def __getattr__(name):
-    """capi.<op> and capi.<op>_backward of the elementwise and reduce families, made on first use."""
+    """capi.<op> and capi.<op>_backward of the elementwise, reduce and scan families, made on first use."""
     op = name.removesuffix("_backward")
     make = (_unary_functions if op in _UNARY else _binary_functions if op in _BINARY
-            else _reduce_functions if op in _REDUCE else None)
+            else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN else None)
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     forward, backward = make(op)
@@ -917,6 +924,84 @@ def _reduce_functions(name):
         f"grad_x of {name}(x) for grad_out, from x and y, the forward's input and output, all C-contiguous, of "
         f"one dtype, with the forward's arguments; grad_x C-contiguous, of x's shape." if differentiable else
         f"{name} has no gradient (tc_reduce_differentiable is 0): every call raises TypeError.")
+    for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__signature__ = sig
+    return forward, backward
+
+
+# ---------------------------------------------------------------------------
+# the scan family: cumsum ... logcumsumexp along one dim (tinycuda/scan.h), made from the core's op list
+
+def _scan_shape(op, shape, dim):
+    """(outer, n, inner) of an array of `shape` around dim: the torch layer's rule and words
+    (csrc/torch/scan.cpp); a 0-dim array takes dim 0 and -1."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"tinycuda.capi.{op}: dim must be an int, got {dim!r}")
+    nd = len(shape)
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise ValueError(f"tinycuda.capi.{op}: dim {dim} is out of range for a tensor of {nd} dims")
+    if nd == 0:
+        return 1, 1, 1
+    d = dim % nd
+    return math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:])
+
+
+def _scan_functions(name):
+    """(capi.<name>, capi.<name>_backward) of a scan op, with the schema's arguments and defaults (dim, and the
+    keyword-only reverse and exclusive, read by name as the torch layer reads them)."""
+    so = lib()
+    index = getattr(so, "TC_SCAN_" + name.upper())
+    text = _text(so.tc_scan_schema(index))
+    schema_name, args = _parse_schema(text)
+    if schema_name != name or [n for _, n, *_ in args[1:]] != ["dim", "reverse", "exclusive"]:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_SCAN_{name.upper()} is {text!r}, not "
+                           f"{name}(Tensor x, int dim, *, bool reverse, bool exclusive): the headers and the library "
+                           f"disagree")
+    xname = args[0][1]
+    P = inspect.Parameter
+    rest = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in args[1:]]
+    stream = P("stream", P.KEYWORD_ONLY, default=None)
+    forward_sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD), *rest, P("out", P.KEYWORD_ONLY, default=None),
+                                     stream])
+    backward_sig = inspect.Signature([*(P(n, P.POSITIONAL_OR_KEYWORD) for n in ("grad_out", xname, "y")), *rest,
+                                      P("grad_x", P.KEYWORD_ONLY, default=None), stream])
+
+    def flags(op, g):
+        for f in ("reverse", "exclusive"):
+            if not isinstance(g[f], (bool, np.bool_)):
+                raise TypeError(f"tinycuda.capi.{op}: {f} must be a bool, got {g[f]!r}")
+        return dict(reverse=int(g["reverse"]), exclusive=int(g["exclusive"]))
+
+    def forward(*args, **kwargs):
+        g = _bind(name, forward_sig, args, kwargs)
+        v = _check(name, {xname: g[xname]}, strided=(xname,))[xname]
+        outer, n, inner = _scan_shape(name, v.shape, g["dim"])
+        if not v.contiguous:  # the kernels read [outer, n, inner] contiguous, as the torch layer's copy
+            v = _check(name, {xname: _contiguous(v)})[xname]
+        y, yv = _array(name, "out", g["out"], v, v.shape)
+        _call(name, v, g["stream"], "scan", op=index, outer=outer, n=n, inner=inner, x=v, y=yv, **flags(name, g))
+        return y
+
+    def backward(*args, **kwargs):
+        op = name + "_backward"
+        g = _bind(op, backward_sig, args, kwargs)
+        v = _check(op, {xname: g[xname], "grad_out": g["grad_out"], "y": g["y"]})
+        _same_shape(op, v, xname, "grad_out", "y")
+        xv = v[xname]
+        outer, n, inner = _scan_shape(op, xv.shape, g["dim"])
+        gx, gxv = _array(op, "grad_x", g["grad_x"], xv, xv.shape)
+        _call(op, xv, g["stream"], "scan_backward", op=index, outer=outer, n=n, inner=inner, grad_y=v["grad_out"],
+              x=xv, y=v["y"], grad_x=gxv, **flags(op, g))
+        return gx
+
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. x: an array of any strides (read from a "
+        f"C-contiguous copy when it is not one); dim: an int, negative from the end; reverse: scan from the end; "
+        f"exclusive: each output leaves its own element out. out: C-contiguous, of x's shape and dtype.")
+    backward.__doc__ = (
+        f"grad_x of {name}(x) for grad_out, from x and y, the forward's input and output, all C-contiguous, of one "
+        f"shape and dtype, with the forward's arguments; grad_x C-contiguous, of x's shape.")
     for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
         fn.__name__ = fn.__qualname__ = fname
         fn.__signature__ = sig

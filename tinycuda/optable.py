@@ -1042,6 +1042,143 @@ REDUCE_SHAPES = {"small": [(1, 2**26, 1), (8192, 8192, 1), (1, 8192, 8192)],
                  "cpu": [(1, 2**20, 1), (1024, 1024, 1), (1, 1024, 1024)]}
 
 
+# ---------------------------------------------------------------------------
+# the scan family: cumsum, cumprod, logcumsumexp, one entry each (the op list is the core's: tc_scan_op)
+
+def _scan_ref(name, identity):
+    """torch.<name> with tinycuda's flags: reverse (flip, scan, flip) and exclusive (the inclusive scan of all but
+    the last element, shifted one on, the identity first: (x * 0) + identity, a NaN of an infinite x made 0, so that
+    it has a (zero) gradient)."""
+    scan = getattr(torch, name)
+
+    def first(x):
+        return (x * 0).nan_to_num(0.0) + identity
+
+    def ref(x, dim, *, reverse=False, exclusive=False):
+        if x.dim() == 0:
+            return first(x) if exclusive else scan(x, dim)
+        d = dim % x.dim()
+        x = x.flip(d) if reverse else x
+        if exclusive:
+            n = x.shape[d]
+            y = torch.cat([first(x.narrow(d, 0, min(n, 1))), scan(x.narrow(d, 0, max(n - 1, 0)), d)], d)
+        else:
+            y = scan(x, d)
+        return y.flip(d) if reverse else y
+    ref.__name__ = f"{name}_ref"
+    return ref
+
+
+@dataclass
+class _Scan:
+    """What the table says of one scan op: its torch reference (with the reverse and exclusive flags), its
+    inputs (make: (shape, device, dtype) -> x; randn by default) and its float32 tolerances."""
+    ref: callable
+    make: callable = None
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    grad_rtol: float = None
+    grad_atol: float = None
+
+    def input(self, shape, device, dtype):
+        return self.make(shape, device, dtype) if self.make else randn(shape, device, dtype)
+
+
+SCAN = {
+    # float32 running sums of up to 5000 unit normals, one add after another on the CPU: |err| ~ n eps / 2
+    "cumsum": _Scan(_scan_ref("cumsum", 0.0), atol=1e-3),
+    # products of up to 5000 factors near 1 (either sign; their logs stay in +-3): relative error ~ sqrt(n) eps;
+    # zeros (torch's gradient there) are test_scan's
+    "cumprod": _Scan(_scan_ref("cumprod", 1.0), _near_one, rtol=1e-4, atol=1e-5, grad_atol=1e-4),
+    # its gradient, torch's formula, is the difference of two exponentials, each of a float32 log-sum-exp of up to
+    # 5000 terms: their relative errors, ~sqrt(n) eps each, grow where the two nearly cancel
+    "logcumsumexp": _Scan(_scan_ref("logcumsumexp", -math.inf), lambda sh, dev, dt: randn(sh, dev, dt, 3.0),
+                          rtol=1e-5, atol=1e-5, grad_rtol=1e-3, grad_atol=1e-4),
+}
+
+# (shape, dim): 0-dim (dim 0 and -1), empty, one element, odd lengths, 4097 and 3 x 5000 along the contiguous dim
+# (CUDA: past a warp's rows, tiles chained by look-back), every dim of a matrix and a 3-D and 4-D tensor
+# (CUDA: a thread a column), a unit and an empty scanned dim
+SCAN_CASES = [((), 0), ((), -1), ((0,), 0), ((1,), 0), ((7,), -1), ((4097,), 0), ((5, 33), 0), ((5, 33), 1),
+              ((5, 33), -2), ((3, 4, 5), 1), ((33, 1, 65), 1), ((2, 3, 4, 5), -2), ((3, 0, 4), 1), ((3, 0, 4), 0),
+              ((3, 5000), 1)]
+SCAN_FLAGS = [{}, {"reverse": True}, {"exclusive": True}, {"reverse": True, "exclusive": True}]
+
+
+def _flags_id(kw):
+    return "".join(f"-{k}" for k in kw)
+
+
+def _scan_op_samples(name):
+    """SCAN_CASES with every combination of reverse and exclusive, contiguous; with the default flags strided too;
+    views (copied contiguous by the torch layer): transposed (scanned over each dim), sliced, permuted; and dim
+    positional."""
+    u = SCAN[name]
+
+    def samples(device, dtype):
+        for shape, dim in SCAN_CASES:
+            x = u.input(shape, device, dtype)
+            for kw in SCAN_FLAGS:
+                for layout in ("contig", "strided") if not kw else ("contig",):
+                    yield Sample(f"{_shape_id(shape)}-dim{dim}{_flags_id(kw)}-{layout}", (view(x, layout),),
+                                 {"dim": dim, **kw}, grad_out=layout)
+        x = u.input((33, 5), device, dtype).t()
+        for dim, kw in ((0, {}), (1, {"reverse": True, "exclusive": True})):
+            yield Sample(f"33x5-transposed-dim{dim}{_flags_id(kw)}", (x,), {"dim": dim, **kw})
+        yield Sample("5x70-sliced-dim1-reverse", (u.input((5, 70), device, dtype)[:, 3:36],), {"dim": 1, "reverse": True})
+        yield Sample("3x4x5-permuted-dim1", (u.input((3, 4, 5), device, dtype).permute(2, 0, 1),), {"dim": 1})
+        yield Sample("5x33-dim_positional", (u.input((5, 33), device, dtype), 1))
+    return samples
+
+
+def _scan_op_errors(name):
+    """dim out of range, an integer x, the backward's grad_out or y of the wrong shape: each from the C++ layer
+    and from the fake kernel (torch.compile, meta tensors)."""
+    def errors():
+        fn, op = getattr(ops, name), f"tinycuda::{name}"
+        bwd = getattr(torch.ops.tinycuda, name + "_backward")
+        cases = []
+        for x in (torch.randn(3, 4), torch.empty(3, 4, device="meta")):
+            y = fn(x, 1)
+            cases += [ErrorCase(rf"{op}: dim 2 is out of range for a tensor of 2 dims", fn, (x, 2)),
+                      ErrorCase(rf"{op}: dim -3 is out of range for a tensor of 2 dims", fn, (x,), {"dim": -3}),
+                      ErrorCase(rf"{op}: x must be float32, float16, bfloat16 or float64, got Long", fn,
+                                (x.long(), 1)),
+                      ErrorCase(rf"{op}_backward: grad_out has shape \[4\] but x has shape \[3, 4\]", bwd,
+                                (x.new_empty(4), x, y, 1)),
+                      ErrorCase(rf"{op}_backward: y has shape \[3\] but x has shape \[3, 4\]", bwd,
+                                (x, x, y[:, 0], 1))]
+        cases.append(ErrorCase(rf"{op}: dim 1 is out of range for a tensor of 0 dims", fn, (torch.tensor(1.0), 1)))
+        return cases
+    return errors
+
+
+def _scan_op_bench(name):
+    """A bench shape is (outer, n, inner): x of that shape without its unit dims, scanned over the middle one:
+    (1, n, 1) one long row (CUDA: look-back), (m, n, 1) rows, (1, n, k) columns (dim 0)."""
+    def make(sh, dt, dev):
+        outer, n, inner = sh
+        return [SCAN[name].input((outer,) * (outer > 1) + (n,) + (inner,) * (inner > 1), dev, dt), int(outer > 1)]
+    return make
+
+
+def _scan_bytes(name):
+    """fwd reads x and writes y; bwd reads g (cumprod, logcumsumexp: and x and y) and writes grad_x."""
+    def cost(shape, mode, s):
+        n = math.prod(shape)
+        fwd, bwd = 2 * n * s, (2 if name == "cumsum" else 4) * n * s
+        return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
+    return cost
+
+
+# (outer, n, inner), as _scan_op_bench makes them: one long row, rows, columns; "all" adds short rows
+SCAN_SHAPES = {"small": [(1, 2**26, 1), (8192, 8192, 1), (1, 8192, 8192)],
+               "large": [(1, 2**28, 1), (16384, 16384, 1), (1, 16384, 16384)],
+               "all": [(1, 2**24, 1), (1, 2**28, 1), (8192, 8192, 1), (65536, 1024, 1), (1, 8192, 8192),
+                       (64, 1024, 1024)],
+               "cpu": [(1, 2**20, 1), (1024, 1024, 1), (1, 1024, 1024)]}
+
+
 LINEAR_CASES = [  # (batch shape, in_features, out_features)
     ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
     ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
@@ -2186,6 +2323,14 @@ OPS = [
              bench=Bench(REDUCE_SHAPES, _reduce_op_bench(name), _reduce_bytes(name),
                          modes=("fwd", "fwd+bwd") if grad else ("fwd",), fp32_tol=1e-3))
       for name, u, grad in ((n, REDUCE[n], _has_backward(n)) for n in ops.reduce.__all__ if n in REDUCE)),
+    # the scan family, in the core's op order (tinycuda.ops.scan reads it from tc_scan_op): fwd and fwd+bwd on
+    # one long row, rows and columns; an op of the list with no SCAN line fails
+    # test_every_op_and_function_is_in_the_table
+    *(OpInfo(name, getattr(ops, name), u.ref, _scan_op_samples(name), rtol=u.rtol, atol=u.atol,
+             grad_rtol=u.grad_rtol, grad_atol=u.grad_atol, racecheck=True, errors=_scan_op_errors(name),
+             bench=Bench(SCAN_SHAPES, _scan_op_bench(name), _scan_bytes(name), modes=("fwd", "fwd+bwd"),
+                         fp32_tol=1e-3))
+      for name, u in ((n, SCAN[n]) for n in ops.scan.__all__ if n in SCAN)),
     # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
     OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
            errors=_linear_errors, cuda_errors=_linear_cuda_errors,
