@@ -10,44 +10,21 @@
 // tensor, int64 for argmax and argmin. dim None (or [], as torch.amax's
 // default) reduces every dim.
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
 #include "tinycuda/reduce.h"
+#include "schema_ops.h"
 #include "torch_utils.h"
 
 namespace {
 using namespace tc_torch;
 
-std::string schema_name(int op) {
-  const std::string s = tc_reduce_schema(op);
-  return s.substr(0, s.find('('));
-}
-
-// "mean(Tensor x, int[1]? dim=None, ...) -> Tensor" -> "mean_backward(Tensor grad_out, Tensor x, Tensor y, int[1]? dim=None, ...) -> Tensor"
-std::string backward_schema(int op) {
-  const std::string s = tc_reduce_schema(op);
-  return schema_name(op) + "_backward(Tensor grad_out, Tensor x, Tensor y" + s.substr(s.find("Tensor x") + 8);
-}
-
-struct Entry {
-  int op;
-  bool backward;
-};
-
-const Entry& find_op(const c10::OperatorHandle& handle) {
-  static const auto ops = [] {
-    std::unordered_map<std::string, Entry> m;
-    for (int op = 0; op < TC_REDUCE_COUNT; ++op) {
-      m["tinycuda::" + schema_name(op)] = {op, false};
-      if (tc_reduce_differentiable(op) == 1) m["tinycuda::" + schema_name(op) + "_backward"] = {op, true};
-    }
-    return m;
-  }();
-  return ops.at(handle.schema().name());
+const SchemaOps& ops() {
+  static const SchemaOps list(tc_reduce_schema, TC_REDUCE_COUNT, tc_reduce_differentiable);
+  return list;
 }
 
 // The arguments after the tensors, by name.
@@ -134,7 +111,7 @@ Dims core_dims(const char* op, const at::Tensor& x, uint64_t mask) {
   return d;
 }
 
-at::Tensor forward(const char* op, const Entry& e, const at::Tensor& x0, const Args& a) {
+at::Tensor forward(const char* op, const SchemaOp& e, const at::Tensor& x0, const Args& a) {
   check_args(op, {{"x", x0}});
   const uint64_t mask = reduce_mask(op, x0.dim(), a);
   const at::Tensor x = x0.dim() > 8 ? x0.contiguous() : x0;
@@ -149,7 +126,7 @@ at::Tensor forward(const char* op, const Entry& e, const at::Tensor& x0, const A
   return y;
 }
 
-at::Tensor backward(const char* op, const Entry& e, const at::Tensor& grad_out, const at::Tensor& x0,
+at::Tensor backward(const char* op, const SchemaOp& e, const at::Tensor& grad_out, const at::Tensor& x0,
                     const at::Tensor& y0, const Args& a) {
   check_args(op, {{"grad_out", grad_out}, {"x", x0}, {"y", y0}});
   const uint64_t mask = reduce_mask(op, x0.dim(), a);
@@ -172,7 +149,7 @@ at::Tensor backward(const char* op, const Entry& e, const at::Tensor& grad_out, 
 // The kernel of every reduce op and its backward: (x, args...) or
 // (grad_out, x, y, args...) off the stack, one tensor back.
 void reduce_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
-  const Entry& e = find_op(handle);
+  const SchemaOp& e = ops().find(handle);
   const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
   const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
   auto args = torch::jit::last(*stack, nargs);
@@ -186,19 +163,10 @@ void reduce_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
 
 template <class M>
 void impls(M& m) {
-  for (int op = 0; op < TC_REDUCE_COUNT; ++op) {
-    m.impl(schema_name(op).c_str(), torch::CppFunction::makeFromBoxedFunction<&reduce_boxed>());
-    if (tc_reduce_differentiable(op) == 1)
-      m.impl((schema_name(op) + "_backward").c_str(), torch::CppFunction::makeFromBoxedFunction<&reduce_boxed>());
-  }
+  ops().impl<&reduce_boxed>(m);
 }
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
-  for (int op = 0; op < TC_REDUCE_COUNT; ++op) {
-    m.def(tc_reduce_schema(op));
-    if (tc_reduce_differentiable(op) == 1) m.def(backward_schema(op).c_str());
-  }
-}
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) { ops().define(m); }
 
 TC_REGISTER_IMPLS(impls)

@@ -8,43 +8,20 @@
 // inner] around the scanned dim; y is a fresh contiguous tensor. A 0-dim x
 // takes dim 0 and -1, as torch.cumsum.
 #include <string>
-#include <unordered_map>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
 #include "tinycuda/scan.h"
+#include "schema_ops.h"
 #include "torch_utils.h"
 
 namespace {
 using namespace tc_torch;
 
-std::string schema_name(int op) {
-  const std::string s = tc_scan_schema(op);
-  return s.substr(0, s.find('('));
-}
-
-// "cumsum(Tensor x, int dim, ...) -> Tensor" -> "cumsum_backward(Tensor grad_out, Tensor x, Tensor y, int dim, ...) -> Tensor"
-std::string backward_schema(int op) {
-  const std::string s = tc_scan_schema(op);
-  return schema_name(op) + "_backward(Tensor grad_out, Tensor x, Tensor y" + s.substr(s.find("Tensor x") + 8);
-}
-
-struct Entry {
-  int op;
-  bool backward;
-};
-
-const Entry& find_op(const c10::OperatorHandle& handle) {
-  static const auto ops = [] {
-    std::unordered_map<std::string, Entry> m;
-    for (int op = 0; op < TC_SCAN_COUNT; ++op) {
-      m["tinycuda::" + schema_name(op)] = {op, false};
-      m["tinycuda::" + schema_name(op) + "_backward"] = {op, true};
-    }
-    return m;
-  }();
-  return ops.at(handle.schema().name());
+const SchemaOps& ops() {
+  static const SchemaOps list(tc_scan_schema, TC_SCAN_COUNT);
+  return list;
 }
 
 // The arguments after the tensors, by name.
@@ -80,7 +57,7 @@ Shape around(const char* op, const at::Tensor& x, int64_t dim) {
   return s;
 }
 
-at::Tensor forward(const char* op, const Entry& e, const at::Tensor& x0, const Args& a) {
+at::Tensor forward(const char* op, const SchemaOp& e, const at::Tensor& x0, const Args& a) {
   check_args(op, {{"x", x0}});
   const Shape s = around(op, x0, a.dim);
   const at::Tensor x = x0.contiguous();
@@ -92,7 +69,7 @@ at::Tensor forward(const char* op, const Entry& e, const at::Tensor& x0, const A
   return y;
 }
 
-at::Tensor backward(const char* op, const Entry& e, const at::Tensor& grad_out, const at::Tensor& x0,
+at::Tensor backward(const char* op, const SchemaOp& e, const at::Tensor& grad_out, const at::Tensor& x0,
                     const at::Tensor& y0, const Args& a) {
   check_args(op, {{"grad_out", grad_out}, {"x", x0}, {"y", y0}});
   check_same_shape(op, {"grad_out", grad_out}, {"x", x0});
@@ -111,7 +88,7 @@ at::Tensor backward(const char* op, const Entry& e, const at::Tensor& grad_out, 
 // The kernel of every scan op and its backward: (x, args...) or
 // (grad_out, x, y, args...) off the stack, one tensor back.
 void scan_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
-  const Entry& e = find_op(handle);
+  const SchemaOp& e = ops().find(handle);
   const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
   const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
   auto args = torch::jit::last(*stack, nargs);
@@ -125,18 +102,10 @@ void scan_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
 
 template <class M>
 void impls(M& m) {
-  for (int op = 0; op < TC_SCAN_COUNT; ++op) {
-    m.impl(schema_name(op).c_str(), torch::CppFunction::makeFromBoxedFunction<&scan_boxed>());
-    m.impl((schema_name(op) + "_backward").c_str(), torch::CppFunction::makeFromBoxedFunction<&scan_boxed>());
-  }
+  ops().impl<&scan_boxed>(m);
 }
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
-  for (int op = 0; op < TC_SCAN_COUNT; ++op) {
-    m.def(tc_scan_schema(op));
-    m.def(backward_schema(op).c_str());
-  }
-}
+TORCH_LIBRARY_FRAGMENT(tinycuda, m) { ops().define(m); }
 
 TC_REGISTER_IMPLS(impls)

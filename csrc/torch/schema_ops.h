@@ -1,0 +1,66 @@
+// The torch layer of a family whose op list the core declares as schema
+// strings (tc_reduce_schema, tc_scan_schema): each op's name, its backward's
+// schema ("<name>_backward(Tensor grad_out, Tensor x, Tensor y, <the
+// forward's arguments after x>)"), which op and direction a dispatcher handle
+// is, and the registration of one boxed kernel behind every op of the list.
+#pragma once
+#include <string>
+#include <unordered_map>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+namespace tc_torch {
+
+struct SchemaOp {
+  int op;
+  bool backward;
+};
+
+class SchemaOps {
+ public:
+  // differentiable(op) == 1: the op has a backward (NULL: every op has one)
+  SchemaOps(const char* (*schema)(int), int count, int (*differentiable)(int) = nullptr)
+      : schema_(schema), count_(count), differentiable_(differentiable) {
+    for (int op = 0; op < count; ++op) {
+      ops_["tinycuda::" + name(op)] = {op, false};
+      if (has_backward(op)) ops_["tinycuda::" + name(op) + "_backward"] = {op, true};
+    }
+  }
+
+  std::string name(int op) const {
+    const std::string s = schema_(op);
+    return s.substr(0, s.find('('));
+  }
+  bool has_backward(int op) const { return !differentiable_ || differentiable_(op) == 1; }
+  // "mean(Tensor x, int[1]? dim=None, ...) -> Tensor" ->
+  // "mean_backward(Tensor grad_out, Tensor x, Tensor y, int[1]? dim=None, ...) -> Tensor"
+  std::string backward_schema(int op) const {
+    const std::string s = schema_(op);
+    return name(op) + "_backward(Tensor grad_out, Tensor x, Tensor y" + s.substr(s.find("Tensor x") + 8);
+  }
+  const SchemaOp& find(const c10::OperatorHandle& handle) const { return ops_.at(handle.schema().name()); }
+
+  void define(torch::Library& m) const {
+    for (int op = 0; op < count_; ++op) {
+      m.def(schema_(op));
+      if (has_backward(op)) m.def(backward_schema(op).c_str());
+    }
+  }
+  template <void (*Kernel)(const c10::OperatorHandle&, torch::jit::Stack*)>
+  void impl(torch::Library& m) const {
+    for (int op = 0; op < count_; ++op) {
+      m.impl(name(op).c_str(), torch::CppFunction::makeFromBoxedFunction<Kernel>());
+      if (has_backward(op))
+        m.impl((name(op) + "_backward").c_str(), torch::CppFunction::makeFromBoxedFunction<Kernel>());
+    }
+  }
+
+ private:
+  const char* (*schema_)(int);
+  int count_;
+  int (*differentiable_)(int);
+  std::unordered_map<std::string, SchemaOp> ops_;
+};
+
+}  // namespace tc_torch
