@@ -52,21 +52,27 @@ def _reference(name):
     return f"torch.{name}" if hasattr(torch, name) else f"torch.nn.functional.{name}"
 
 
-def _function(name):
-    op, backward = _op(name), _op(name + "_backward")
+def _public(name, op, module, doc):
+    """The Python function `name` of a family's torch op `op`: it calls the op, with the schema's signature and
+    the docstring doc(signature)."""
     sig = _signature(op.default._schema)
-    saved = backward.default._schema.arguments[1].name
 
     def fn(*args, **kwargs):
         return op(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = __name__
+    fn.__module__ = module
     fn.__signature__ = sig
-    fn.__doc__ = (f"{_reference(name)}{sig} on tinycuda's kernels (the math: tinycuda/elementwise.h).\n\n"
-                  f"x: a float tensor of any strides, read in place; the result is a new contiguous tensor. Its "
-                  f"gradient runs tinycuda::{name}_backward on the saved {saved}.")
+    fn.__doc__ = doc(sig)
     return fn
+
+
+def _function(name):
+    saved = _op(name + "_backward").default._schema.arguments[1].name
+    return _public(name, _op(name), __name__, lambda sig: (
+        f"{_reference(name)}{sig} on tinycuda's kernels (the math: tinycuda/elementwise.h).\n\n"
+        f"x: a float tensor of any strides, read in place; the result is a new contiguous tensor. Its "
+        f"gradient runs tinycuda::{name}_backward on the saved {saved}."))
 
 
 def _check_bounds(op, schema, args):

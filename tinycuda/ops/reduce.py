@@ -18,7 +18,7 @@ import torch
 
 from .. import _build, _loader  # noqa: F401  (_loader: the kernels are loaded by tinycuda.ops)
 from ._fake import register_fake
-from .elementwise import _c10, _signature
+from .elementwise import _c10, _public
 
 _OPS = _build.op_names("tc_reduce_op")
 
@@ -36,21 +36,12 @@ def _reference(name):
 
 
 def _function(name):
-    op = _op(name)
-    sig = _signature(op.default._schema)
-
-    def fn(*args, **kwargs):
-        return op(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = __name__
-    fn.__signature__ = sig
     grad = (f"Its gradient runs tinycuda::{name}_backward on the saved x and result." if _differentiable(name)
             else "The result is int64 and has no gradient.")
-    fn.__doc__ = (f"{_reference(name)}{sig} on tinycuda's kernels (the math: tinycuda/reduce.h).\n\n"
-                  f"x: a float tensor of any strides, read in place; dim: an int, a list of ints, or None (every "
-                  f"dim). The result is a new contiguous tensor. {grad}")
-    return fn
+    return _public(name, _op(name), __name__, lambda sig: (
+        f"{_reference(name)}{sig} on tinycuda's kernels (the math: tinycuda/reduce.h).\n\n"
+        f"x: a float tensor of any strides, read in place; dim: an int, a list of ints, or None (every "
+        f"dim). The result is a new contiguous tensor. {grad}"))
 
 
 # ---------------------------------------------------------------------------

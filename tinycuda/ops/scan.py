@@ -19,7 +19,7 @@ import torch
 
 from .. import _build, _loader  # noqa: F401  (_loader: the kernels are loaded by tinycuda.ops)
 from ._fake import register_fake
-from .elementwise import _signature
+from .elementwise import _public
 from .reduce import _check_x
 
 _OPS = _build.op_names("tc_scan_op")
@@ -30,20 +30,11 @@ def _op(name):
 
 
 def _function(name):
-    op = _op(name)
-    sig = _signature(op.default._schema)
-
-    def fn(*args, **kwargs):
-        return op(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = __name__
-    fn.__signature__ = sig
-    fn.__doc__ = (f"torch.{name}{sig} on tinycuda's kernels (the math: tinycuda/scan.h), plus reverse (scan from "
-                  f"the end: torch.flip, scan, flip) and exclusive (each output leaves its own element out).\n\n"
-                  f"x: a float tensor of any strides; the result is a new contiguous tensor of x's shape. Its "
-                  f"gradient runs tinycuda::{name}_backward on the saved x and result.")
-    return fn
+    return _public(name, _op(name), __name__, lambda sig: (
+        f"torch.{name}{sig} on tinycuda's kernels (the math: tinycuda/scan.h), plus reverse (scan from the end: "
+        f"torch.flip, scan, flip) and exclusive (each output leaves its own element out).\n\nx: a float tensor of "
+        f"any strides; the result is a new contiguous tensor of x's shape. Its gradient runs "
+        f"tinycuda::{name}_backward on the saved x and result."))
 
 
 # ---------------------------------------------------------------------------
