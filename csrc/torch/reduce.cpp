@@ -146,24 +146,9 @@ at::Tensor backward(const char* op, const SchemaOp& e, const at::Tensor& grad_ou
   return gx;
 }
 
-// The kernel of every reduce op and its backward: (x, args...) or
-// (grad_out, x, y, args...) off the stack, one tensor back.
-void reduce_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
-  const SchemaOp& e = ops().find(handle);
-  const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
-  const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
-  auto args = torch::jit::last(*stack, nargs);
-  const Args a = read_args(handle.schema(), args, ntensors);
-  at::Tensor out = e.backward
-                       ? backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a)
-                       : forward(name.c_str(), e, args[0].toTensor(), a);
-  torch::jit::drop(*stack, nargs);
-  torch::jit::push(*stack, std::move(out));
-}
-
 template <class M>
 void impls(M& m) {
-  ops().impl<&reduce_boxed>(m);
+  ops().impl<&schema_boxed<&ops, Args, &read_args, &forward, &backward>>(m);
 }
 }  // namespace
 

@@ -4,6 +4,8 @@
 // forward's arguments after x>)"), which op and direction a dispatcher handle
 // is, and the registration of one boxed kernel behind every op of the list.
 #pragma once
+#include <ATen/ATen.h>
+#include <ATen/core/stack.h>
 #include <string>
 #include <unordered_map>
 
@@ -62,5 +64,26 @@ class SchemaOps {
   int (*differentiable_)(int);
   std::unordered_map<std::string, SchemaOp> ops_;
 };
+
+// The one boxed kernel of a family: the op and direction from the handle's
+// name, the arguments after the tensors read by Read, then Forward(name, op,
+// x, args) or Backward(name, op, grad_out, x, y, args), one tensor back.
+template <const SchemaOps& (*Ops)(), class Args,
+          Args (*Read)(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue>, size_t),
+          at::Tensor (*Forward)(const char*, const SchemaOp&, const at::Tensor&, const Args&),
+          at::Tensor (*Backward)(const char*, const SchemaOp&, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&, const Args&)>
+void schema_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const SchemaOp& e = Ops().find(handle);
+  const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
+  const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
+  auto args = torch::jit::last(*stack, nargs);
+  const Args a = Read(handle.schema(), args, ntensors);
+  at::Tensor out = e.backward
+                       ? Backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a)
+                       : Forward(name.c_str(), e, args[0].toTensor(), a);
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, std::move(out));
+}
 
 }  // namespace tc_torch
