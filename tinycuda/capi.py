@@ -76,7 +76,7 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "sum", "sum_backward", "where"]
+           "where"]
 
 
 class CapiError(RuntimeError):
@@ -1052,7 +1052,7 @@ def softmax_backward(grad_out, out, dim=-1, log=False, *, grad_x=None, stream=No
 
 
 # ---------------------------------------------------------------------------
-# linear, sum
+# linear
 
 def _linear_dims(op, v):
     x, w = v["x"], v["weight"]
@@ -1136,42 +1136,6 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stre
     _call(op, va, stream, batch=batch, M=M, N=N, K=K, a=va, a_stride=sa, b=vb, b_stride=sb, bias=None, c=cv,
           algo=algo)
     return c
-
-
-def _sum_view(op, shape, dim, keepdim):
-    """(outer, reduce, inner, result shape) of a sum over dim (None: all)."""
-    nd = len(shape)
-    if dim is None:
-        return 1, math.prod(shape), 1, ((1,) * nd if keepdim else ())
-    if not -max(nd, 1) <= dim < max(nd, 1):
-        raise ValueError(f"tinycuda.capi.{op}: dim {dim} is out of range for {nd} dims")
-    if nd == 0:
-        return 1, 1, 1, ()
-    d = dim % nd
-    out = tuple(1 if i == d else s for i, s in enumerate(shape) if keepdim or i != d)
-    return math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]), out
-
-
-def sum(x, dim=None, keepdim=False, *, out=None, stream=None):  # noqa: A001
-    """Sum of all elements (dim=None) or over one dim, float32 accumulation (float64 for float64)."""
-    op = "sum"
-    v = _check(op, {"x": x})["x"]
-    outer, red, inner, shape = _sum_view(op, v.shape, dim, keepdim)
-    y, yv = _array(op, "out", out, v, shape)
-    _call(op, v, stream, outer=outer, reduce=red, inner=inner, x=v, y=yv)
-    return y
-
-
-def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None, stream=None):
-    """grad_out broadcast back to input_shape over the summed dim(s)."""
-    op = "sum_backward"
-    v = _check(op, {"grad_out": grad_out})["grad_out"]
-    outer, red, inner, out_shape = _sum_view(op, tuple(input_shape), dim, keepdim)
-    if v.shape != out_shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {out_shape}, got {v.shape}")
-    gx, gv = _array(op, "grad_x", grad_x, v, tuple(input_shape))
-    _call(op, v, stream, outer=outer, reduce=red, inner=inner, grad_y=v, grad_x=gv)
-    return gx
 
 
 # ---------------------------------------------------------------------------
@@ -1340,11 +1304,12 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
             grad_weight += grad_weight_c
         if bias is not None:
             grad_bias += gb
-    loss = row_loss if red == lib().TC_REDUCTION_NONE else sum(row_loss)
+    total = globals().get("sum") or __getattr__("sum")  # capi.sum, made on first use (not the builtin)
+    loss = row_loss if red == lib().TC_REDUCTION_NONE else total(row_loss)
     if mean:
         with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch
             if z_rows_w is not None:
-                loss = sum(row_loss - z_rows_w) / w_valid + sum(z_rows_w) / _astype(n_valid, acc)
+                loss = total(row_loss - z_rows_w) / w_valid + total(z_rows_w) / _astype(n_valid, acc)
             else:
                 loss = loss / (_astype(n_valid, acc) if w_valid is None else w_valid)
     loss = _astype(loss, h.dtype)

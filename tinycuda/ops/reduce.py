@@ -68,7 +68,7 @@ _NO_IDENTITY = {"amax", "amin", "argmax", "argmin"}
 def _out_shape(op, x, dim, keepdim, ord=None):
     mask = _mask(op, x.dim(), dim)
     if x.dim() > 8:  # the C++ layer merges neighbouring kept (reduced) dims: at most 8 runs
-        runs = sum(1 for d in range(x.dim()) if d == 0 or (d in mask) != (d - 1 in mask))
+        runs = len([d for d in range(x.dim()) if d == 0 or (d in mask) != (d - 1 in mask)])  # (sum: ours)
         torch._check(runs <= 8, lambda: f"tinycuda::{op}: x has {x.dim()} dims whose reduced and kept ones alternate "
                                         f"{runs} times; at most 8")
     shape = [1 if d in mask else n for d, n in enumerate(x.shape) if keepdim or d not in mask]
