@@ -13,19 +13,21 @@
 //        4 units: its threads first find the x offset of each row the block
 //        touches (kit/index.cuh's Walk, one a row, into shared memory), then
 //        each moves 4 units 256 apart, so a warp reads and writes 32
-//        consecutive units of a row (512 B at U = 16).
+//        consecutive units of a row (512 B at U = 16). 32 registers: 8 blocks
+//        an SM, 128 KB in flight.
 // tile   another dim k steps through x by 1: a transpose of (k, c), c the
 //        innermost dim (x stride sc), y[.., k, .., c] = x[.. + k + c sc], for
 //        each element of the batch of the remaining dims. A block of 256
 //        threads moves a T x T tile (16 KB: 64 x 64 fp32, 128 x 128 bytes):
 //          load   R consecutive k of one c are one unit of U = R itemsize
-//                 bytes (R = 16 / itemsize, 8 for bytes; 1 where a size or a
-//                 stride is not a multiple of R): a thread loads the R units
-//                 of an R x R block (rows c .. c + R - 1), a warp covering
-//                 whole 128-byte lines of x; it transposes the block in
-//                 registers (fp32: renaming 4 x 4 words; 16- and 8-bit
-//                 elements: byte permutes) into R units of R consecutive c,
-//                 one per k, and stores them to shared memory, tile[k][c unit];
+//                 bytes (fp32: R = 4, 16 B; fp16 R = 4 and bytes R = 8, 8 B;
+//                 R = 1 where a size, a stride or a pointer is not a multiple
+//                 of R): a thread loads the R units of an R x R block (rows
+//                 c .. c + R - 1), a warp covering whole 128-byte lines of x;
+//                 it transposes the block in registers (fp32: renaming 4 x 4
+//                 words; 16- and 8-bit elements: byte permutes, PRMT) into R
+//                 units of R consecutive c, one per k, and stores them to
+//                 shared memory, tile[k][c unit];
 //          store  a thread reads units of tile rows and writes them to y,
 //                 a warp covering whole lines of y rows.
 //        Shared memory in whole units: a unit's column is XORed with
@@ -34,12 +36,12 @@
 //        distinct banks both when a warp stores along k (lanes k / R apart)
 //        and when it reads along c (lanes a unit apart): no conflict and no
 //        padding, which would break the 16-byte alignment of the units.
-//        Edge tiles mask units past nk or nc; tiles (c fastest, then k, then
-//        the batch, whose x and y offsets a Walk finds) are a grid-stride
-//        loop, so any count fits the grid.
+//        Edge tiles mask units past nk or nc. A block a tile (c fastest, then
+//        k, then the batch, whose x and y offsets a Walk finds). fp32: 40
+//        registers (capped: 6 blocks an SM, 96 KB of loads in flight).
 // Bytes: x read once, y written once (2 n itemsize); shared memory 16 KB a
-// block (32 KB for 8-byte elements). Both doors require x and y aligned to
-// itemsize (torch's tensors always are).
+// block (8 KB for fp16 and 8-byte elements; 4 KB one element a unit). Both
+// doors require x and y aligned to itemsize (torch's tensors always are).
 //
 // The teaching variants (tc_transpose_algo) take a 2-D transpose y [nk, nc]
 // = x[k + c sc]: naive (a thread an element: reads coalesced, writes nc
@@ -74,7 +76,7 @@ struct RowArgs {
   Walk rows;                      // a row's x offset (units) from its index
   FastDiv width;                  // units a row
   int64_t step;                   // units between a row's elements in x (1: contiguous)
-  int64_t n, per_block, blocks;   // units of y; units a block moves; blocks
+  int64_t n, per_block, blocks;   // units of y; units a block moves; blocks (the grid)
   const void* x;
   void* y;
 };
@@ -85,27 +87,23 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(const RowArgs a) {
   __shared__ int64_t row_x[kThreads];  // x offsets of the rows the block touches: at most 255
   const W* x = static_cast<const W*>(a.x);
   W* y = static_cast<W*>(a.y);
-  const int64_t width = int64_t(a.width.d);
-  for (int64_t b = blockIdx.x; b < a.blocks; b += gridDim.x) {
-    const int64_t start = b * a.per_block, end = min(a.n, start + a.per_block);
-    const int64_t r0 = a.width.div(start), rows = a.width.div(end - 1) - r0 + 1;
-    if (threadIdx.x < rows) row_x[threadIdx.x] = a.rows.offset(r0 + threadIdx.x);
-    __syncthreads();
-    W v[kRowUnits];
+  const int64_t width = int64_t(a.width.d), start = blockIdx.x * a.per_block, end = min(a.n, start + a.per_block);
+  const int64_t r0 = a.width.div(start), rows = a.width.div(end - 1) - r0 + 1;
+  if (threadIdx.x < rows) row_x[threadIdx.x] = a.rows.offset(r0 + threadIdx.x);
+  __syncthreads();
+  W v[kRowUnits];
 #pragma unroll
-    for (int j = 0; j < kRowUnits; ++j) {
-      const int64_t i = start + threadIdx.x + j * kThreads;
-      if (i < end) {
-        const int64_t r = a.width.div(i);
-        v[j] = x[row_x[r - r0] + (i - r * width) * a.step];
-      }
+  for (int j = 0; j < kRowUnits; ++j) {
+    const int64_t i = start + threadIdx.x + j * kThreads;
+    if (i < end) {
+      const int64_t r = a.width.div(i);
+      v[j] = x[row_x[r - r0] + (i - r * width) * a.step];
     }
+  }
 #pragma unroll
-    for (int j = 0; j < kRowUnits; ++j) {
-      const int64_t i = start + threadIdx.x + j * kThreads;
-      if (i < end) y[i] = v[j];
-    }
-    __syncthreads();  // row_x is rewritten by the next block's rows
+  for (int j = 0; j < kRowUnits; ++j) {
+    const int64_t i = start + threadIdx.x + j * kThreads;
+    if (i < end) y[i] = v[j];
   }
 }
 
@@ -115,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(const RowArgs a) {
 struct TileArgs {
   Walk batch_x, batch_y;        // an element of the batch: its x and y offsets (elements)
   FastDiv tiles_c, tiles_k;     // tiles along c and along k
-  int64_t tiles;                // in all: batch x tiles_k x tiles_c
+  int64_t tiles;                // in all: batch x tiles_k x tiles_c, a block each
   int64_t nk, nc, sc, yk;       // the tile dims' sizes; c's x stride; k's y stride
   const void* x;
   void* y;
@@ -145,52 +143,49 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) transpose_tiles_kernel(c
   static_assert(kBlocks >= 1 && kPer % R == 0 && kUnits % kLine == 0, "a tile is whole blocks, rows whole lines");
   __shared__ Unit tile[T][kUnits];  // tile[k][c unit ^ ((k / R) % kLine)]
   // in units: every offset of a unit is a multiple of R elements (the launcher checks)
+  const TileAt at = tile_at<T>(a, blockIdx.x);
+  const Unit* x = static_cast<const Unit*>(a.x) + at.xb / R;
+  Unit* y = static_cast<Unit*>(a.y) + at.yb / R;
   const int64_t sc = a.sc / R, yk = a.yk / R;
-  for (int64_t t = blockIdx.x; t < a.tiles; t += gridDim.x) {
-    const TileAt at = tile_at<T>(a, t);
-    const Unit* x = static_cast<const Unit*>(a.x) + at.xb / R;
-    Unit* y = static_cast<Unit*>(a.y) + at.yb / R;
-    Unit in[kBlocks][R];
+  Unit in[kBlocks][R];
 #pragma unroll
-    for (int g = 0; g < kBlocks; ++g) {
-      const int blk = threadIdx.x + g * kThreads, cw = blk / kUnits, kw = blk % kUnits;
-      const bool k_in = at.k0 + kw * R < a.nk;
+  for (int g = 0; g < kBlocks; ++g) {
+    const int blk = threadIdx.x + g * kThreads, cw = blk / kUnits, kw = blk % kUnits;
+    const bool k_in = at.k0 + kw * R < a.nk;
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const int c = cw * R + i;
-        in[g][i] = Unit{};
-        if (k_in && at.c0 + c < a.nc) in[g][i] = x[c * sc + kw];
-      }
+    for (int i = 0; i < R; ++i) {
+      const int c = cw * R + i;
+      in[g][i] = Unit{};
+      if (k_in && at.c0 + c < a.nc) in[g][i] = x[c * sc + kw];
     }
+  }
 #pragma unroll
-    for (int g = 0; g < kBlocks; ++g) {
-      const int blk = threadIdx.x + g * kThreads, cw = blk / kUnits, kw = blk % kUnits;
-      Elem e[R][R];  // e[i][j]: c = cw R + i, k = kw R + j
+  for (int g = 0; g < kBlocks; ++g) {
+    const int blk = threadIdx.x + g * kThreads, cw = blk / kUnits, kw = blk % kUnits;
+    Elem e[R][R];  // e[i][j]: c = cw R + i, k = kw R + j
 #pragma unroll
-      for (int i = 0; i < R; ++i) memcpy(e[i], &in[g][i], sizeof(Unit));
+    for (int i = 0; i < R; ++i) memcpy(e[i], &in[g][i], sizeof(Unit));
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        Elem col[R];
+    for (int j = 0; j < R; ++j) {
+      Elem col[R];
 #pragma unroll
-        for (int i = 0; i < R; ++i) col[i] = e[i][j];
-        Unit u;
-        memcpy(&u, col, sizeof(Unit));
-        tile[kw * R + j][cw ^ (kw % kLine)] = u;
-      }
+      for (int i = 0; i < R; ++i) col[i] = e[i][j];
+      Unit u;
+      memcpy(&u, col, sizeof(Unit));
+      tile[kw * R + j][cw ^ (kw % kLine)] = u;
     }
-    __syncthreads();
-    Unit out[kPer];
+  }
+  __syncthreads();
+  Unit out[kPer];
 #pragma unroll
-    for (int m = 0; m < kPer; ++m) {
-      const int q = threadIdx.x + m * kThreads, k = q / kUnits, cw = q % kUnits;
-      out[m] = tile[k][cw ^ ((k / R) % kLine)];
-    }
+  for (int m = 0; m < kPer; ++m) {
+    const int q = threadIdx.x + m * kThreads, k = q / kUnits, cw = q % kUnits;
+    out[m] = tile[k][cw ^ ((k / R) % kLine)];
+  }
 #pragma unroll
-    for (int m = 0; m < kPer; ++m) {
-      const int q = threadIdx.x + m * kThreads, k = q / kUnits, cw = q % kUnits;
-      if (at.k0 + k < a.nk && at.c0 + cw * R < a.nc) y[k * yk + cw] = out[m];
-    }
-    __syncthreads();  // the tile is rewritten by the next tile's loads
+  for (int m = 0; m < kPer; ++m) {
+    const int q = threadIdx.x + m * kThreads, k = q / kUnits, cw = q % kUnits;
+    if (at.k0 + k < a.nk && at.c0 + cw * R < a.nc) y[k * yk + cw] = out[m];
   }
 }
 
@@ -203,13 +198,11 @@ template <class Elem>
 __global__ void __launch_bounds__(kStep * kRowsPerPass) transpose_naive_kernel(const TileArgs a) {
   const Elem* x = static_cast<const Elem*>(a.x);
   Elem* y = static_cast<Elem*>(a.y);
-  for (int64_t t = blockIdx.x; t < a.tiles; t += gridDim.x) {
-    const TileAt at = tile_at<kStep>(a, t);
-    const int64_t k = at.k0 + threadIdx.x;
-    for (int j = threadIdx.y; j < kStep; j += kRowsPerPass) {
-      const int64_t c = at.c0 + j;
-      if (k < a.nk && c < a.nc) y[k * a.yk + c] = x[k + c * a.sc];  // lanes along k: y written nc apart
-    }
+  const TileAt at = tile_at<kStep>(a, blockIdx.x);
+  const int64_t k = at.k0 + threadIdx.x;
+  for (int j = threadIdx.y; j < kStep; j += kRowsPerPass) {
+    const int64_t c = at.c0 + j;
+    if (k < a.nk && c < a.nc) y[k * a.yk + c] = x[k + c * a.sc];  // lanes along k: y written nc apart
   }
 }
 
@@ -219,18 +212,15 @@ __global__ void __launch_bounds__(kStep * kRowsPerPass) transpose_shared_kernel(
   __shared__ Elem tile[kStep][kStep + PAD];  // tile[c][k]
   const Elem* x = static_cast<const Elem*>(a.x);
   Elem* y = static_cast<Elem*>(a.y);
-  for (int64_t t = blockIdx.x; t < a.tiles; t += gridDim.x) {
-    const TileAt at = tile_at<kStep>(a, t);
-    for (int j = threadIdx.y; j < kStep; j += kRowsPerPass) {
-      const int64_t k = at.k0 + threadIdx.x, c = at.c0 + j;
-      if (k < a.nk && c < a.nc) tile[j][threadIdx.x] = x[k + c * a.sc];
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < kStep; j += kRowsPerPass) {
-      const int64_t k = at.k0 + j, c = at.c0 + threadIdx.x;
-      if (k < a.nk && c < a.nc) y[k * a.yk + c] = tile[threadIdx.x][j];
-    }
-    __syncthreads();
+  const TileAt at = tile_at<kStep>(a, blockIdx.x);
+  for (int j = threadIdx.y; j < kStep; j += kRowsPerPass) {
+    const int64_t k = at.k0 + threadIdx.x, c = at.c0 + j;
+    if (k < a.nk && c < a.nc) tile[j][threadIdx.x] = x[k + c * a.sc];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < kStep; j += kRowsPerPass) {
+    const int64_t k = at.k0 + j, c = at.c0 + threadIdx.x;
+    if (k < a.nk && c < a.nc) y[k * a.yk + c] = tile[threadIdx.x][j];
   }
 }
 
@@ -239,11 +229,17 @@ __global__ void __launch_bounds__(kStep * kRowsPerPass) transpose_shared_kernel(
 
 const char* const kOp = "permute_copy";
 
-unsigned grid_for(int64_t items) { return grid_1d(items, 1, INT32_MAX); }
+// a block a tile (or a chunk of rows): 2^31 - 1 blocks of at least 254 units is more memory than a GPU has,
+// but the grid is checked all the same
+tc_status check_grid(int64_t blocks) {
+  TC_REQUIRE(blocks <= INT32_MAX, "permute_copy: %lld blocks are more than a grid holds", (long long)blocks);
+  return TC_OK;
+}
 
 template <int U>
 tc_status launch_rows_as(const RowArgs& a, cudaStream_t s) {
-  copy_rows_kernel<U><<<grid_for(a.blocks), kThreads, 0, s>>>(a);
+  TC_RETURN_IF_ERROR(check_grid(a.blocks));
+  copy_rows_kernel<U><<<unsigned(a.blocks), kThreads, 0, s>>>(a);
   return check_launch(kOp);
 }
 
@@ -301,10 +297,11 @@ TileArgs tile_args(const PermutePlan& plan, int tile, const void* x, void* y) {
   return a;
 }
 
-template <int B, int R, int T, int MIN_BLOCKS = 4>
+template <int B, int R, int T, int MIN_BLOCKS = 6>
 tc_status launch_tiles_as(const PermutePlan& plan, const void* x, void* y, cudaStream_t s) {
   const TileArgs a = tile_args(plan, T, x, y);
-  transpose_tiles_kernel<B, R, T, MIN_BLOCKS><<<grid_for(a.tiles), kThreads, 0, s>>>(a);
+  TC_RETURN_IF_ERROR(check_grid(a.tiles));
+  transpose_tiles_kernel<B, R, T, MIN_BLOCKS><<<unsigned(a.tiles), kThreads, 0, s>>>(a);
   return check_launch(kOp);
 }
 
@@ -326,18 +323,19 @@ tc_status launch_tiles_of(const PermutePlan& plan, const void* x, void* y, cudaS
 
 tc_status launch_tiles(const PermutePlan& plan, size_t b, const void* x, void* y, cudaStream_t s) {
   switch (b) {
-    case 1: return launch_tiles_of<1, 8, 128, 2>(plan, x, y, s);
-    case 2: return launch_tiles_of<2, 4, 64, 4>(plan, x, y, s);
-    case 4: return launch_tiles_of<4, 4, 64, 4>(plan, x, y, s);
-    case 8: return launch_tiles_of<8, 2, 32, 4>(plan, x, y, s);
+    case 1: return launch_tiles_of<1, 8, 128, 4>(plan, x, y, s);
+    case 2: return launch_tiles_of<2, 4, 64, 6>(plan, x, y, s);
+    case 4: return launch_tiles_of<4, 4, 64, 6>(plan, x, y, s);
+    case 8: return launch_tiles_of<8, 2, 32, 6>(plan, x, y, s);
     default: return launch_tiles_as<16, 1, 32>(plan, x, y, s);
   }
 }
 
 template <class Elem>
 tc_status launch_variant_as(tc_transpose_algo algo, const TileArgs& a, cudaStream_t s) {
+  TC_RETURN_IF_ERROR(check_grid(a.tiles));
   const dim3 block(kStep, kRowsPerPass);
-  const unsigned grid = grid_for(a.tiles);
+  const unsigned grid = unsigned(a.tiles);
   if (algo == TC_TRANSPOSE_NAIVE) transpose_naive_kernel<Elem><<<grid, block, 0, s>>>(a);
   else if (algo == TC_TRANSPOSE_SHARED) transpose_shared_kernel<Elem, 0><<<grid, block, 0, s>>>(a);
   else transpose_shared_kernel<Elem, 1><<<grid, block, 0, s>>>(a);
