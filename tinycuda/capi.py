@@ -16,7 +16,8 @@ object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
 All C-contiguous (but the x of an elementwise-family forward, sigmoid ...
 rsqrt, the a and b of add ... pow and their backwards, and the x of a
 reduce-family forward, mean ... argmin, read through their strides, and the x of
-a scan-family forward, copied C-contiguous), of one
+a scan-family forward, copied C-contiguous, and the x of permute_copy,
+transpose_copy and contiguous, read through its strides, of any dtype), of one
 dtype and device (no promotion), which picks the CPU or the
 CUDA kernel (current device, on ``stream``, default: the array
 library's current one). Outputs are new arrays of the input's type, or passed in: ``out=``
@@ -76,7 +77,7 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "where"]
+           "where", "permute_copy", "transpose_copy", "contiguous"]
 
 
 class CapiError(RuntimeError):
@@ -163,9 +164,11 @@ _dlpack.cdef("typedef struct { void* data; struct { int device_type, device_id; 
              "struct { uint8_t code, bits; uint16_t lanes; } dtype; int64_t* shape; int64_t* strides; "
              "uint64_t byte_offset; } DLTensor;")
 _CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i4": "int32", "<i8": "int64",
-               "|b1": "bool"}
+               "|b1": "bool", "|i1": "int8", "<i2": "int16", "<u2": "uint16", "<u4": "uint32", "<u8": "uint64",
+               "<c8": "complex64", "<c16": "complex128"}
 _DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
-              (0, 32): "int32", (0, 64): "int64", (6, 8): "bool"}
+              (0, 32): "int32", (0, 64): "int64", (6, 8): "bool", (0, 8): "int8", (0, 16): "int16", (1, 16): "uint16",
+              (1, 32): "uint32", (1, 64): "uint64", (5, 64): "complex64", (5, 128): "complex128"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -337,7 +340,8 @@ def _call(op, like, /, stream=None, entry=None, **fields):
                 raise ValueError(f"tinycuda.capi.{op}: {name} must be an int or a TC_* constant, got {value!r}")
             value = getattr(lib(), value)
         setattr(p, name, ffi.NULL if value is None else ffi.cast(t, value) if t.kind == "pointer" else value)
-    p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
+    if "dtype" in types:  # a copy's params take an itemsize instead
+        p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
     p.stream = ffi.cast("void*", _stream(like, stream))
     if workspace_size is not None and like.device == "cuda" and (nbytes := workspace_size(p)):
         p.workspace_bytes = nbytes
@@ -1049,6 +1053,68 @@ def softmax_backward(grad_out, out, dim=-1, log=False, *, grad_x=None, stream=No
     """grad of softmax (log=False) or log_softmax (log=True) over dim, from the forward output `out`."""
     return _shaped("softmax_backward", {"out": ("y", out), "grad_out": ("grad_y", grad_out)},
                    {"grad_x": ("grad_x", grad_x)}, stream, dim=dim, log=int(log))
+
+
+# ---------------------------------------------------------------------------
+# the transpose family: permute_copy, transpose_copy, contiguous (tinycuda/transpose.h)
+
+def _itemsize(op, v):
+    """Bytes an element of view v: a copy moves bytes, whatever they hold."""
+    try:
+        return 2 if v.dtype == "bfloat16" else np.dtype(v.dtype).itemsize
+    except TypeError:
+        raise TypeError(f"tinycuda.capi.{op}: x has dtype {v.dtype}, whose element size is unknown") from None
+
+
+def _permute(op, x, order, algo, out, stream):
+    """y = x's view permuted by order (each dim once, wrapped), C-contiguous, through the core's permute_copy;
+    x read in place through its strides (any sign)."""
+    v = _view(op, "x", x)
+    if v.strides is None:
+        raise ValueError(f"tinycuda.capi.{op}: x's strides are not whole elements")
+    y, yv = _array(op, "out", out, v, [v.shape[d] for d in order])
+    big = [d for d in order if v.shape[d] != 1]  # a unit dim steps nowhere: the core's 8 dims are for the others
+    if len(big) > 8:
+        raise ValueError(f"tinycuda.capi.{op}: at most 8 dims of size > 1, got {len(big)}")
+    _call(op, v, stream, "permute_copy", itemsize=_itemsize(op, v), ndim=len(big), sizes=[v.shape[d] for d in big],
+          x_strides=[v.strides[d] for d in big], x=v, y=yv, algo=algo)
+    return y
+
+
+def _wrap(op, arg, dim, nd):
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"tinycuda.capi.{op}: {arg} must be an int, got {dim!r}")
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise ValueError(f"tinycuda.capi.{op}: {arg} {dim} is out of range for a tensor of {nd} dims")
+    return dim % nd if nd else 0
+
+
+def permute_copy(x, dims, *, algo=0, out=None, stream=None):
+    """x.permute(dims), C-contiguous, in one copy; x any strides and dtype."""
+    op = "permute_copy"
+    nd = len(_view(op, "x", x).shape)
+    if len(dims) != nd:
+        raise ValueError(f"tinycuda.capi.{op}: dims must list each of x's {nd} dims once, got {len(dims)} dims")
+    order = [_wrap(op, "dims entry", d, nd) for d in dims]
+    if len(set(order)) != nd:
+        raise ValueError(f"tinycuda.capi.{op}: dims repeats a dim: {list(dims)}")
+    return _permute(op, x, order, algo, out, stream)
+
+
+def transpose_copy(x, dim0, dim1, *, algo=0, out=None, stream=None):
+    """x with dims dim0 and dim1 swapped, C-contiguous, in one copy; x any strides and dtype."""
+    op = "transpose_copy"
+    nd = len(_view(op, "x", x).shape)
+    d0, d1 = _wrap(op, "dim0", dim0, nd), _wrap(op, "dim1", dim1, nd)
+    return _permute(op, x, [d1 if d == d0 else d0 if d == d1 else d for d in range(nd)], algo, out, stream)
+
+
+def contiguous(x, *, out=None, stream=None):
+    """x itself if C-contiguous (and no out given), else its C-contiguous copy (NumPy's ascontiguousarray)."""
+    v = _view("contiguous", "x", x)
+    if v.contiguous and out is None:
+        return x
+    return _permute("contiguous", x, list(range(len(v.shape))), 0, out, stream)
 
 
 # ---------------------------------------------------------------------------

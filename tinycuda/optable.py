@@ -1153,6 +1153,114 @@ SCAN_SHAPES = {"small": [(1, 2**26, 1), (8192, 8192, 1), (1, 8192, 8192)],
                "cpu": [(1, 2**20, 1), (1024, 1024, 1), (1, 1024, 1024)]}
 
 
+# ---------------------------------------------------------------------------
+# the transpose family: permute_copy, transpose_copy, contiguous (copies: exact in every dtype)
+
+# (shape, dims): 0-dim, empty, one element, 1-D; 2-D transposes with edge tiles (5 x 33, 33 x 65) and whole ones
+# (64 x 128: CUDA's packed units); a unit dim (a copy); 3-D permutations through the tile (k and c the swapped
+# dims, the third a batch) and the row copy (1, 0, 2), negative dims; the attention layout [B, S, H, D] ->
+# [B, H, S, D] (rows of D) and a permutation moving D (a tile); 5-D with a unit dim
+PERMUTE_CASES = [((), []), ((0,), [0]), ((3, 0, 5), [2, 0, 1]), ((1,), [0]), ((7,), [-1]), ((5, 33), [1, 0]),
+                 ((33, 65), [1, 0]), ((64, 128), [1, 0]), ((1, 9), [1, 0]), ((3, 4, 5), [0, 2, 1]),
+                 ((3, 4, 5), [2, 0, 1]), ((3, 4, 5), [1, 0, 2]), ((4, 6, 7), [-1, 0, -2]), ((2, 5, 3, 8), [0, 2, 1, 3]),
+                 ((2, 5, 3, 8), [0, 2, 3, 1]), ((2, 3, 1, 4, 5), [4, 2, 0, 3, 1])]
+# (shape, dim0, dim1): torch.transpose_copy's, a 0-dim and 1-D one included
+TRANSPOSE_CASES = [((), 0, -1), ((7,), 0, 0), ((5, 33), 0, 1), ((33, 65), -1, 0), ((64, 128), 0, 1),
+                   ((3, 4, 5), 0, 2), ((2, 5, 3, 8), 1, 2), ((3, 0, 4), 0, 1)]
+
+
+def _permute_samples(device, dtype):
+    """PERMUTE_CASES, contiguous and strided (every other element of a wider last dim); views read in place:
+    a transposed matrix (its permutation back is a plain copy), a slice, a permuted 3-D tensor, a broadcast."""
+    for shape, dims in PERMUTE_CASES:
+        x = randn(shape, device, dtype)
+        for layout in ("contig", "strided") if len(shape) >= 2 else ("contig",):
+            yield Sample(f"{_shape_id(shape)}-{'.'.join(map(str, dims))}-{layout}", (view(x, layout), dims),
+                         grad_out=layout)
+    x = randn((65, 33), device, dtype)
+    yield Sample("65x33-transposed-1.0", (x.t(), [1, 0]))
+    yield Sample("65x33-sliced-1.0", (x[3:60:2, 1:30], [1, 0]))
+    yield Sample("3x4x5-permuted-1.2.0", (randn((3, 4, 5), device, dtype).permute(2, 0, 1), [1, 2, 0]))
+    yield Sample("5x1-expanded-1.0", (randn((5, 1), device, dtype).expand(5, 6), [1, 0]))
+    yield Sample("33x65-offset-1.0", (view(randn((33, 65), device, dtype), "offset"), [1, 0]), grad_out="offset")
+
+
+def _transpose_samples(device, dtype):
+    for shape, d0, d1 in TRANSPOSE_CASES:
+        x = randn(shape, device, dtype)
+        for layout in ("contig", "strided") if len(shape) >= 2 else ("contig",):
+            yield Sample(f"{_shape_id(shape)}-{d0}.{d1}-{layout}", (view(x, layout), d0, d1), grad_out=layout)
+    yield Sample("65x33-transposed-0.1", (randn((65, 33), device, dtype).t(), 0, 1))
+
+
+def _contiguous_ref(x, memory_format=torch.contiguous_format):
+    return x.contiguous(memory_format=memory_format)
+
+
+def _contiguous_samples(device, dtype):
+    """Views made contiguous (transposed, strided, permuted; a contiguous x: itself), and NCHW tensors made
+    channels_last, 3-D ones channels_last_3d (the copy in NHWC order)."""
+    x = randn((33, 65), device, dtype)
+    for name, v in (("transposed", x.t()), ("strided", view(x, "strided")), ("contig", x),
+                    ("permuted", randn((3, 4, 5), device, dtype).permute(1, 2, 0))):
+        yield Sample(f"{name}", (v,))
+    for shape, fmt in (((2, 3, 4, 5), torch.channels_last), ((1, 3, 2, 2), torch.channels_last),
+                       ((2, 2, 2, 3, 2), torch.channels_last_3d)):
+        yield Sample(f"{_shape_id(shape)}-{str(fmt).split('.')[-1]}", (randn(shape, device, dtype), fmt))
+
+
+def _permute_errors():
+    """dims of the wrong length, out of range, repeated; more than 8 dims of size > 1; an unknown algo: from the
+    C++ layer and from the fake kernel; a memory format contiguous refuses, as torch."""
+    cases = []
+    for x in (torch.randn(3, 4), torch.empty(3, 4, device="meta")):
+        cases += [ErrorCase(r"tinycuda::permute_copy: dims must list each of x's 2 dims once, got 3 dims",
+                            ops.permute_copy, (x, [0, 1, 2])),
+                  ErrorCase(r"tinycuda::permute_copy: dims entry 2 is out of range for a tensor of 2 dims",
+                            ops.permute_copy, (x, [0, 2])),
+                  ErrorCase(r"tinycuda::permute_copy: dims repeats dim 1", ops.permute_copy, (x, [-1, 1])),
+                  ErrorCase(r"tinycuda::transpose_copy: dim1 -3 is out of range for a tensor of 2 dims",
+                            ops.transpose_copy, (x, 0, -3))]
+    nine = torch.randn((2,) * 9)
+    cases += [ErrorCase(r"tinycuda::permute_copy: at most 8 dims of size > 1, got 9", ops.permute_copy,
+                        (nine, list(range(9)))),
+              ErrorCase(r"tinycuda::permute_copy: algo must be 0 \(auto\), 1 \(naive\), 2 \(shared\) or 3 "
+                        r"\(padded\), got 7", torch.ops.tinycuda.permute_copy, (torch.randn(3, 4), [1, 0]),
+                        {"algo": 7}),
+              ErrorCase(r"tinycuda::contiguous: required rank 4 tensor to use torch.channels_last format",
+                        ops.contiguous, (torch.randn(3, 4).t(), torch.channels_last)),
+              ErrorCase(r"tinycuda::contiguous: torch.preserve_format is unsupported by the contiguous operator",
+                        ops.contiguous, (torch.randn(3, 4).t(), torch.preserve_format))]
+    return cases
+
+
+def _permute_cuda_errors():
+    x = torch.randn(3, 4, 5, device="cuda")
+    return [ErrorCase(r"tinycuda::permute_copy: algo 1 \(naive\) takes a 2-D transpose",
+                      torch.ops.tinycuda.permute_copy, (x, [2, 0, 1]), {"algo": 1})]
+
+
+def _copy_bytes(shape, mode, s):
+    """x read and y written once; the gradient is the same copy the other way."""
+    n = 2 * math.prod(shape) * s
+    return "GB/s", {"fwd": n, "bwd": n, "fwd+bwd": 2 * n}[mode]
+
+
+def _permute_bench(sh, dt, dev):
+    """A 3-D shape: (0, 2, 1), the batched transpose; a 4-D one: (0, 2, 1, 3), [B, S, H, D] -> [B, H, S, D]
+    (attention's layout: rows of D)."""
+    return [randn(sh, dev, dt), [0, 2, 1] if len(sh) == 3 else [0, 2, 1, 3]]
+
+
+TRANSPOSE_SHAPES = {"small": [(8192, 8192)], "large": [(16384, 16384)],
+                    "all": [(4096, 4096), (8192, 8192), (16384, 16384), (4096, 16384), (16384, 4096)],
+                    "cpu": [(2048, 2048)]}
+PERMUTE_SHAPES = {"small": [(16, 2048, 2048), (8, 4096, 32, 128)], "large": [(64, 2048, 2048), (16, 4096, 32, 128)],
+                  "all": [(16, 2048, 2048), (64, 2048, 2048), (256, 512, 512), (8, 4096, 32, 128),
+                          (16, 4096, 32, 128), (8, 4096, 8, 64)],
+                  "cpu": [(4, 1024, 1024), (1, 1024, 32, 128)]}
+
+
 LINEAR_CASES = [  # (batch shape, in_features, out_features)
     ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
     ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
@@ -2300,6 +2408,17 @@ OPS = [
              bench=Bench(SCAN_SHAPES, _scan_op_bench(name), _scan_bytes(name), modes=("fwd", "fwd+bwd"),
                          fp32_tol=1e-3))
       for name, u in ((n, SCAN[n]) for n in ops.scan.__all__ if n in SCAN)),
+    # the transpose family: copies, exact (rtol = atol = 0); any dtype (test_transpose: integers, bool, float64,
+    # complex); benched against eager's .contiguous() of the view and its torch.compile
+    OpInfo("permute_copy", ops.permute_copy, torch.permute_copy, _permute_samples, rtol=0, atol=0, racecheck=True,
+           errors=_permute_errors, cuda_errors=_permute_cuda_errors,
+           bench=Bench(PERMUTE_SHAPES, _permute_bench, _copy_bytes, modes=("fwd",), fp32_tol=0.0,
+                       ref=lambda x, dims: x.permute(dims).contiguous())),
+    OpInfo("transpose_copy", ops.transpose_copy, torch.transpose_copy, _transpose_samples, rtol=0, atol=0,
+           racecheck=True,
+           bench=Bench(TRANSPOSE_SHAPES, lambda sh, dt, dev: [randn(sh, dev, dt), 0, 1], _copy_bytes, modes=("fwd",),
+                       fp32_tol=0.0, ref=lambda x, d0, d1: x.transpose(d0, d1).contiguous())),
+    OpInfo("contiguous", ops.contiguous, _contiguous_ref, _contiguous_samples, rtol=0, atol=0, racecheck=True),
     # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
     OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
            errors=_linear_errors, cuda_errors=_linear_cuda_errors,

@@ -91,13 +91,14 @@ inline at::Tensor empty_contiguous(at::IntArrayRef sizes, const at::Tensor& like
 }
 
 // Runs the core's CPU or CUDA entry point for `on`'s device; CUDA work goes
-// on the current stream of that device. The params' dtype is `on`'s and their
-// stream (and workspace, below) are filled here, so the bindings name only the
-// fields that carry the op's data.
+// on the current stream of that device. The params' dtype is `on`'s (where
+// they have one: a copy's take an itemsize instead) and their stream (and
+// workspace, below) are filled here, so the bindings name only the fields
+// that carry the op's data.
 template <class P>
 void call(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
           tc_status (*cuda)(const P*), P params) {
-  params.dtype = dtype_of(on);
+  if constexpr (requires { params.dtype; }) params.dtype = dtype_of(on);
   tc_status s;
   if (on.is_cuda()) {
 #ifdef TC_WITH_CUDA
