@@ -55,6 +55,11 @@ The scan family's functions (capi.cumsum ... capi.logcumsumexp, tinycuda/scan.h)
 likewise, from tc_scan_op and tc_scan_schema: capi.<op>(x, dim, *, reverse=False,
 exclusive=False), the result new and C-contiguous of x's shape;
 capi.<op>_backward(grad_out, x, y, <the same arguments>).
+
+The triangle family's functions (capi.triu, capi.tril, tinycuda/triangle.h) likewise, from tc_triangle_op and
+tc_triangle_schema: capi.<op>(x, diagonal=0), x of any dtype (its elements move by size). capi.histc and
+capi.bincount (tinycuda/histogram.h) take torch's arguments; the sizes torch reads from the data (histc's range
+when min == max, bincount's length) come from the core's range pass, read back (a sync on CUDA).
 """
 import ast
 import ctypes
@@ -77,7 +82,7 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "where", "permute_copy", "transpose_copy", "contiguous"]
+           "where", "permute_copy", "transpose_copy", "contiguous", "histc", "bincount"]
 
 
 class CapiError(RuntimeError):
@@ -176,10 +181,10 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.p
 class _Array:
     """What the C call needs from one array argument; `keep` holds it alive.
     strides: in elements (any sign, 0 for a broadcast dim), None where the
-    array's are not whole elements."""
+    array's are not whole elements; itemsize: an element's bytes."""
 
-    def __init__(self, src, ptr, shape, dtype, device, strides, keep=None):
-        self.src, self.ptr, self.shape, self.dtype = src, ptr, tuple(shape), dtype
+    def __init__(self, src, ptr, shape, dtype, itemsize, device, strides, keep=None):
+        self.src, self.ptr, self.shape, self.dtype, self.itemsize = src, ptr, tuple(shape), dtype, itemsize
         self.device, self.keep = device, keep
         self.strides = None if strides is None else tuple(strides)
         self.size = math.prod(self.shape)
@@ -199,7 +204,8 @@ def _elements(byte_strides, itemsize):
 
 def _view(op, name, obj):
     if isinstance(obj, np.ndarray):
-        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, "cpu", _elements(obj.strides, obj.itemsize))
+        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, obj.itemsize, "cpu",
+                      _elements(obj.strides, obj.itemsize))
     cai = None
     if hasattr(obj, "__cuda_array_interface__"):
         try:
@@ -214,7 +220,7 @@ def _view(op, name, obj):
         itemsize = int(cai["typestr"][2:]) if cai["typestr"][2:].isdigit() else 1
         strides = cai.get("strides")  # None: C-contiguous
         strides = _c_strides(cai["shape"]) if strides is None else _elements(strides, itemsize)
-        return _Array(obj, cai["data"][0], cai["shape"], dtype, "cuda", strides)
+        return _Array(obj, cai["data"][0], cai["shape"], dtype, itemsize, "cuda", strides)
     if hasattr(obj, "__dlpack__"):
         capsule = obj.__dlpack__()
         t = _dlpack.cast("DLTensor*", _capsule_pointer(capsule, b"dltensor"))
@@ -224,7 +230,7 @@ def _view(op, name, obj):
         strides = [t.strides[i] for i in range(t.ndim)] if t.strides != _dlpack.NULL else _c_strides(shape)
         device = {1: "cpu", 2: "cuda"}.get(t.device.device_type, f"dlpack-device-{t.device.device_type}")
         ptr = int(_dlpack.cast("uintptr_t", t.data)) + t.byte_offset
-        return _Array(obj, ptr, shape, dtype, device, strides, keep=capsule)
+        return _Array(obj, ptr, shape, dtype, t.dtype.bits * t.dtype.lanes // 8, device, strides, keep=capsule)
     raise TypeError(f"tinycuda.capi.{op}: {name} must be a NumPy array or a CUDA array "
                     f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
 
@@ -326,9 +332,11 @@ def _acc(v):
 def _call(op, like, /, stream=None, entry=None, **fields):
     """Runs tc_<entry>_cpu or _cuda (entry: op by default) on like's device with
     its params struct filled from `fields` (an array view becomes a pointer,
-    None NULL, a string the header's constant of that name), dtype and stream
-    from `like`, and on CUDA the workspace when tc_<entry>_workspace_size is declared. op and like are
-    positional-only: a struct may have a field named op (tc_unary_params)."""
+    None NULL, a string the header's constant of that name), dtype (where the
+    struct has one and like holds one of tc_dtype's: bincount's int64 x leaves
+    it to the fields) and stream from `like`, and on CUDA the workspace when
+    tc_<entry>_workspace_size is declared. op and like are positional-only: a
+    struct may have a field named op (tc_unary_params)."""
     fn, ptype, types, workspace_size = _entry(entry or op, "cuda" if like.device == "cuda" else "cpu")
     p = ffi.new(ptype)
     for name, value in fields.items():
@@ -340,7 +348,7 @@ def _call(op, like, /, stream=None, entry=None, **fields):
                 raise ValueError(f"tinycuda.capi.{op}: {name} must be an int or a TC_* constant, got {value!r}")
             value = getattr(lib(), value)
         setattr(p, name, ffi.NULL if value is None else ffi.cast(t, value) if t.kind == "pointer" else value)
-    if "dtype" in types:  # a copy's params take an itemsize instead
+    if "dtype" in types and like.dtype in _dtypes():  # a copy's params take an itemsize instead
         p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
     p.stream = ffi.cast("void*", _stream(like, stream))
     if workspace_size is not None and like.device == "cuda" and (nbytes := workspace_size(p)):
@@ -455,11 +463,16 @@ _UNARY = _build.unary_ops()
 _BINARY = _build.binary_ops()
 _REDUCE = _build.op_names("tc_reduce_op")
 _SCAN = _build.op_names("tc_scan_op")
-__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN for f in (name, name + "_backward")]
+_TRIANGLE = _build.op_names("tc_triangle_op")  # no _backward: triu's gradient is triu
+__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN for f in (name, name + "_backward")] + _TRIANGLE
 
 
 def __getattr__(name):
-    """capi.<op> and capi.<op>_backward of the elementwise, reduce and scan families, made on first use."""
+    """capi.<op> and capi.<op>_backward of the elementwise, reduce and scan families, and capi.<op> of the
+    triangle family, made on first use."""
+    if name in _TRIANGLE:
+        globals()[name] = _triangle_function(name)
+        return globals()[name]
     op = name.removesuffix("_backward")
     make = (_unary_functions if op in _UNARY else _binary_functions if op in _BINARY
             else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN else None)
@@ -1010,6 +1023,116 @@ def _scan_functions(name):
         fn.__name__ = fn.__qualname__ = fname
         fn.__signature__ = sig
     return forward, backward
+
+
+# ---------------------------------------------------------------------------
+# the triangle family: triu, tril (tinycuda/triangle.h), made from the core's op list
+
+def _triangle_function(name):
+    """capi.<name> of a triangle op, with the schema's arguments and defaults (diagonal); any dtype."""
+    so = lib()
+    index = getattr(so, "TC_TRIANGLE_" + name.upper())
+    text = _text(so.tc_triangle_schema(index))
+    schema_name, args = _parse_schema(text)
+    if schema_name != name or [n for _, n, *_ in args[1:]] != ["diagonal"]:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_TRIANGLE_{name.upper()} is {text!r}, not "
+                           f"{name}(Tensor x, int diagonal): the headers and the library disagree")
+    xname = args[0][1]
+    P = inspect.Parameter
+    sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD),
+                             *(P(n, P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, _ in args[1:]),
+                             P("out", P.KEYWORD_ONLY, default=None), P("stream", P.KEYWORD_ONLY, default=None)])
+
+    def forward(*a, **kw):
+        g = _bind(name, sig, a, kw)
+        diagonal = g["diagonal"]
+        if not isinstance(diagonal, numbers.Integral) or isinstance(diagonal, bool):
+            raise TypeError(f"tinycuda.capi.{name}: diagonal must be an int, got {diagonal!r}")
+        v = _view(name, xname, g[xname])
+        if len(v.shape) < 2:
+            raise ValueError(f"tinycuda.capi.{name}: x must have at least 2 dims, got {len(v.shape)}")
+        if not v.contiguous:  # the kernels read [batch, rows, cols] contiguous, as the torch layer's copy
+            v = _view(name, xname, _contiguous(v))
+        y, yv = _array(name, "out", g["out"], v, v.shape)
+        _call(name, v, g["stream"], "triangle", op=index, batch=math.prod(v.shape[:-2]), rows=v.shape[-2],
+              cols=v.shape[-1], diagonal=int(diagonal), elem_bytes=v.itemsize, x=v, y=yv)
+        return y
+
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. x: an array of any dtype (its elements move "
+        f"by their size) and at least 2 dims, any strides (read from a C-contiguous copy when it is not one). out: "
+        f"C-contiguous, of x's shape and dtype.")
+    forward.__name__ = forward.__qualname__ = name
+    forward.__signature__ = sig
+    return forward
+
+
+# ---------------------------------------------------------------------------
+# the histogram family: histc, bincount (tinycuda/histogram.h)
+
+_INTEGERS = ("uint8", "int8", "int16", "int32", "int64")
+
+
+def _data_range(op, v, stream):
+    """[min, max] of the array of view v (the range pass; an int64 v's as ints), read back: a sync on CUDA."""
+    ints = v.dtype == "int64"
+    out, ov = _array(op, "range", None, v, (2,), "int64" if ints else "float64")
+    _call(op, v, stream, "histogram_range", x_int64=int(ints), n=v.size, x=v, out=ov)
+    return out.tolist()
+
+
+def histc(x, bins=100, min=0, max=0, *, out=None, stream=None):
+    """torch.histc: the counts of x's values in `bins` equal bins over [min, max], in x's dtype; min == max: the
+    data's range (read back: a sync on CUDA), widened by 1 each way where it is one value, as the torch layer
+    (csrc/torch/histogram.cpp). x: any shape and strides (a C-contiguous copy when it is not one)."""
+    op = "histc"
+    v = _check(op, {"x": x}, strided=("x",))["x"]
+    if not v.contiguous:
+        v = _check(op, {"x": _contiguous(v)})["x"]
+    if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins <= 0:
+        raise ValueError(f"tinycuda.capi.{op}: bins must be an int > 0, got {bins!r}")
+    lo, hi = float(min), float(max)
+    if lo == hi and v.size:
+        lo, hi = _data_range(op, v, stream)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    res, rv = _array(op, "out", out, v, (bins,))
+    _call(op, v, stream, n=v.size, bins=bins, min=lo, max=hi, x=v, out=rv)  # the core checks the range
+    return res
+
+
+def bincount(x, weights=None, minlength=0, *, out=None, stream=None):
+    """torch.bincount: how often each value of the 1-D non-negative integer x occurs (int64), or the sum of its
+    weights (float32 weights: float32; any other: converted to float64, as torch), max(max(x) + 1, minlength)
+    long (the range pass, read back: a sync on CUDA); an empty x gives int64 zeros of minlength."""
+    op = "bincount"
+    v = _view(op, "x", x)
+    if v.dtype not in _INTEGERS or len(v.shape) != 1:
+        raise TypeError(f"tinycuda.capi.{op}: x must be a 1-D array of {', '.join(_INTEGERS)}, got {v.dtype} of "
+                        f"shape {v.shape}")
+    if not isinstance(minlength, numbers.Integral) or minlength < 0:
+        raise ValueError(f"tinycuda.capi.{op}: minlength must be an int >= 0, got {minlength!r}")
+    if v.dtype != "int64" or not v.contiguous:
+        v = _view(op, "x", _astype(_contiguous(v), "int64"))
+    w = None
+    if weights is not None:
+        w = _view(op, "weights", weights)
+        if w.shape != v.shape or w.device != v.device:
+            raise ValueError(f"tinycuda.capi.{op}: weights must be a 1-D {v.device} array as long as x "
+                             f"({v.shape[0]}), got shape {w.shape} on {w.device}")
+        if w.dtype != "float32" or not w.contiguous:
+            w = _view(op, "weights", _astype(_contiguous(w), "float64" if w.dtype != "float32" else w.dtype))
+    if v.size == 0:
+        w, bins = None, minlength  # torch's int64 zeros, weights or not
+    else:
+        lo, hi = _data_range(op, v, stream)
+        if v.device == "cuda" and lo < 0:
+            raise ValueError(f"tinycuda.capi.{op}: x must be non-negative, got {lo} (its minimum)")
+        bins = max(hi + 1, minlength, 1)
+    like = v if w is None else w
+    res, rv = _array(op, "out", out, like, (bins,), "int64" if w is None else None)
+    _call(op, like, stream, n=v.size, bins=bins, x=v, weights=w, out=rv)
+    return res
 
 
 # ---------------------------------------------------------------------------

@@ -1261,6 +1261,163 @@ PERMUTE_SHAPES = {"small": [(16, 2048, 2048), (8, 4096, 32, 128)], "large": [(64
                   "cpu": [(4, 1024, 1024), (1, 1024, 32, 128)]}
 
 
+# ---------------------------------------------------------------------------
+# the histogram family: histc, bincount; the triangle family: triu, tril
+
+def _histc_ref(x, bins=100, min=0, max=0):
+    """torch.histc in float32, back in x's dtype: the kernels' bins are torch's float32 formula for float32,
+    float16 and bfloat16 x, which the float64 copy of such an x holds exactly (a float64 histc would move a value
+    within a float32 rounding of an edge to the other bin); 16-bit x runs on the CPU, where torch has its kernel."""
+    if x.dtype == torch.float64:
+        return torch.histc(x.float(), bins, min, max).double()
+    if x.dtype != torch.float32:
+        return torch.histc(x.cpu(), bins, min, max).to(x.device)
+    return torch.histc(x, bins, min, max)
+
+
+def _histc_samples(device, dtype):
+    """A given range first (torch.compile and CUDA graphs take the first samples: no host sync there); the
+    data's range (min == max: 0 and 0 by default, or equal and not 0); bins 1, odd, 256 and past shared memory
+    (CUDA: global atomics); values on the edges and past them, NaN and infinities; empty, one element, a flat
+    x; several dims, strided and misaligned views."""
+    x = randn((1000,), device, dtype)
+    yield Sample("1000-bins37-range", (x, 37, -2.0, 2.0))
+    yield Sample("5x33-strided-range", (view(randn((5, 33), device, dtype), "strided"), 17, -1.5, 1.0))
+    for shape in ((0,), (1,), (7,), (4097,), (5, 33), (2, 3, 129)):
+        x = randn(shape, device, dtype)
+        yield Sample(f"{_shape_id(shape)}-data", (x,))
+        yield Sample(f"{_shape_id(shape)}-bins256-data", (x, 256))
+    x = randn((4097,), device, dtype)
+    yield Sample("4097-offset-bins1", (view(x, "offset"), 1, -1.0, 1.0))
+    yield Sample("4097-bins20000", (x, 20000, -3.0, 3.0))
+    yield Sample("4097-equal-range-data", (x, 10, 2.5, 2.5))
+    yield Sample("flat-data", (torch.full((9,), 1.5, device=device, dtype=dtype), 4))
+    edges = torch.tensor([-1.0, 1.0, 0.0, 0.5, -0.5, -1.5, 1.5, math.nan, math.inf, -math.inf, 0.25, 1.0],
+                         device=device).to(dtype)
+    for bins in (1, 4, 7):
+        yield Sample(f"edges-bins{bins}", (edges, bins, -1.0, 1.0))
+
+
+def _histc_errors():
+    """bins, the range (given or the data's), x's dtype: each from the C++ layer and the fake kernel."""
+    fn, op = ops.histc, "tinycuda::histc"
+    x = torch.randn(10)
+    cases = []
+    for t in (x, torch.empty(10, device="meta")):
+        cases += [ErrorCase(rf"{op}: bins must be > 0, got 0", fn, (t, 0)),
+                  ErrorCase(rf"{op}: x must be float32, float16, bfloat16 or float64, got Long", fn, (t.long(),))]
+    nan = torch.tensor([1.0, math.nan])
+    return cases + [ErrorCase(rf"{op}: max must be larger than min, got min 2 and max 1", fn, (x, 10, 2, 1)),
+                    ErrorCase(rf"{op}: range of \[1, inf\] is not finite", fn, (x, 10, 1, math.inf)),
+                    ErrorCase(rf"{op}: range of \[nan, nan\] is not finite", fn, (nan,))]
+
+
+def _bincount_samples(device, dtype):
+    """x of values in [0, k) (its max + 1 against minlength: larger, smaller), weights of dtype (float32 stays,
+    the others count in float64, as torch); empty x (int64 zeros of minlength); one element; other integer
+    dtypes; a strided x; bins past CUDA's shared memory (counts: global atomics; weights: ranges of bins)."""
+    x = torch.randint(0, 37, (1000,), device=device)
+    w = randn((1000,), device, dtype)
+    yield Sample("1000-weights", (x, w))
+    yield Sample("1000-strided-weights", (view(x, "strided"), view(w, "strided")))
+    yield Sample("1000-weights-minlength50", (x, w, 50))
+    big = torch.randint(0, 20000, (4097,), device=device)
+    yield Sample("4097-weights-bins20000", (big, randn((4097,), device, dtype)))
+    yield Sample("empty-weights-minlength5", (x[:0], w[:0], 5))
+    if dtype != torch.float32:  # the counts do not depend on dtype: once
+        return
+    yield Sample("1000", (x,))
+    yield Sample("1000-minlength3", (x, None, 3))
+    yield Sample("1000-minlength100", (x, None, 100))
+    yield Sample("1", (torch.tensor([4], device=device),))
+    yield Sample("empty", (x[:0],))
+    yield Sample("4097-bins20000", (big,))
+    for dt in (torch.uint8, torch.int32):
+        yield Sample(f"1000-{str(dt)[6:]}", (x.to(dt),))
+
+
+def _bincount_ref(x, weights=None, minlength=0):
+    return torch.bincount(x, weights, minlength)
+
+
+def _bincount_errors():
+    """x's dtype and dims, minlength, the weights' shape, a negative value (the CPU names it): from the C++ layer
+    and the fake kernel."""
+    fn, op = ops.bincount, "tinycuda::bincount"
+    cases = []
+    for x in (torch.tensor([1, 2, 3]), torch.empty(3, dtype=torch.long, device="meta")):
+        cases += [ErrorCase(rf"{op}: x must be an integer tensor \(uint8, int8, int16, int32 or int64\), got Float",
+                            fn, (x.float(),)),
+                  ErrorCase(rf"{op}: x must be 1-D, got 2 dims", fn, (x.view(1, 3),)),
+                  ErrorCase(rf"{op}: minlength must be >= 0, got -1", fn, (x, None, -1)),
+                  ErrorCase(rf"{op}: weights must be 1-D and as long as x \(3\), got shape \[2\]", fn,
+                            (x, x[:2].float()))]
+    return cases + [ErrorCase(rf"{op}: x\[2\] = -4 is negative", fn, (torch.tensor([1, 2, -4, -5]),))]
+
+
+def _bincount_cuda_errors():
+    """CUDA checks the range pass's minimum on the host: no device-side assert."""
+    return [ErrorCase(r"tinycuda::bincount: x must be non-negative, got -5 \(its minimum\)", ops.bincount,
+                      (torch.tensor([1, 2, -4, -5], device="cuda"),))]
+
+
+def _histc_bench(sh, dt, dev):
+    """n normals into 256 bins over [-4, 4]: the histogram kernel (a given range: no range pass)."""
+    return [randn(sh, dev, dt), 256, -4.0, 4.0]
+
+
+def _bincount_bench(sh, dt, dev):
+    """(n, bins, weighted): n int64 values uniform in [0, bins), with weights of dt (weighted = 1) or without."""
+    x = torch.randint(0, sh[1], (sh[0],), device=dev)
+    return [x, randn((sh[0],), dev, dt)] if sh[2] else [x]
+
+
+def _histogram_bytes(shape, mode, s):
+    """What is read: x (s: its itemsize), and a bincount's float32 weights."""
+    return "GB/s", shape[0] * (s + (4 if len(shape) == 3 and shape[2] else 0))
+
+
+HISTC_SHAPES = {"small": [(2**24,)], "large": [(2**28,)], "all": [(2**20,), (2**24,), (2**26,), (2**28,)],
+                "cpu": [(2**22,)]}
+# (n, bins, weighted)
+BINCOUNT_SHAPES = {"small": [(2**22, 1000, 0), (2**22, 1000, 1)], "large": [(2**26, 1000, 0), (2**26, 1000, 1)],
+                   "all": [(2**22, 1000, 0), (2**22, 1000, 1), (2**26, 1000, 0), (2**26, 1000, 1),
+                           (2**26, 100000, 0), (2**26, 100000, 1)],
+                   "cpu": [(2**22, 1000, 0), (2**22, 1000, 1)]}
+
+
+def _triangle_samples(name):
+    """Square, wide, tall and batched matrices with diagonals on, above, below and past every edge; empty and
+    one-element matrices; a 16-byte multiple row (CUDA: the vector instance) and odd rows (its word instance);
+    strided, transposed and offset views."""
+    def samples(device, dtype):
+        x = randn((8, 8), device, dtype)
+        yield Sample("8x8", (x,))
+        yield Sample("5x33-strided", (view(randn((5, 33), device, dtype), "strided"), 1))
+        for shape in ((0, 0), (0, 3), (1, 1), (5, 5), (7, 33), (33, 7), (3, 4, 5), (2, 3, 8, 16)):
+            x = randn(shape, device, dtype)
+            for d in (0, 1, -1, 3, -4, 100, -100):
+                yield Sample(f"{_shape_id(shape)}-diag{d}", (x, d))
+        yield Sample("33x5-transposed", (randn((5, 33), device, dtype).t(), 2))
+        yield Sample("9x7-offset", (view(randn((9, 7), device, dtype), "offset"), -2))
+        yield Sample("4x12-diagonal-keyword", (randn((4, 12), device, dtype),), {"diagonal": 5})
+    return samples
+
+
+def _triangle_errors(name):
+    fn, op = getattr(ops, name), f"tinycuda::{name}"
+    return lambda: [ErrorCase(rf"{op}: x must have at least 2 dims, got 1", fn, (t,))
+                    for t in (torch.randn(3), torch.empty(3, device="meta"))]
+
+
+def _triangle_bench(sh, dt, dev):
+    return [randn(sh, dev, dt), 0]
+
+
+TRIANGLE_SHAPES = {"small": [(4096, 4096)], "large": [(16384, 16384)],
+                   "all": [(4096, 4096), (8192, 8192), (16384, 16384), (64, 1024, 1024)], "cpu": [(2048, 2048)]}
+
+
 LINEAR_CASES = [  # (batch shape, in_features, out_features)
     ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
     ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
@@ -2419,6 +2576,22 @@ OPS = [
            bench=Bench(TRANSPOSE_SHAPES, lambda sh, dt, dev: [randn(sh, dev, dt), 0, 1], _copy_bytes, modes=("fwd",),
                        fp32_tol=0.0, ref=lambda x, d0, d1: x.transpose(d0, d1).contiguous())),
     OpInfo("contiguous", ops.contiguous, _contiguous_ref, _contiguous_samples, rtol=0, atol=0, racecheck=True),
+    # counts: exact against torch's float32 bins (_histc_ref); no gradient, as torch's
+    OpInfo("histc", ops.histc, _histc_ref, _histc_samples, rtol=0, atol=0, differentiable=False, gradcheck=False,
+           racecheck=True, errors=_histc_errors,
+           bench=Bench(HISTC_SHAPES, _histc_bench, _histogram_bytes, modes=("fwd",))),
+    # weighted sums of ~30 float32 terms a bin, as torch's but in another order (the bench: ~67K terms a bin);
+    # bincount's length is the data's (a host sync): no CUDA graph
+    OpInfo("bincount", ops.bincount, _bincount_ref, _bincount_samples, rtol=1e-5, atol=1e-5, differentiable=False,
+           gradcheck=False, cuda_graph=False, racecheck=True, errors=_bincount_errors,
+           cuda_errors=_bincount_cuda_errors,
+           bench=Bench(BINCOUNT_SHAPES, _bincount_bench, _histogram_bytes, modes=("fwd",), fp32_tol=1e-4)),
+    # the triangle family, in the core's op order (tinycuda.ops.triangle reads it from tc_triangle_op): bytes
+    # counted as a copy's (x read, y written), though the zeroed half of x is never read
+    *(OpInfo(name, getattr(ops, name), getattr(torch, name), _triangle_samples(name), rtol=0, atol=0,
+             errors=_triangle_errors(name),
+             bench=Bench(TRIANGLE_SHAPES, _triangle_bench, _elementwise_bytes(1, 1), modes=("fwd", "fwd+bwd")))
+      for name in ops.triangle.__all__),
     # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
     OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
            errors=_linear_errors, cuda_errors=_linear_cuda_errors,

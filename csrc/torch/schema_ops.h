@@ -68,20 +68,23 @@ class SchemaOps {
 // The one boxed kernel of a family: the op and direction from the handle's
 // name, the arguments after the tensors read by Read, then Forward(name, op,
 // x, args) or Backward(name, op, grad_out, x, y, args), one tensor back.
+// Backward is nullptr for a family with no backward ops (triu's gradient is
+// triu: its SchemaOps' differentiable says 0 for every op).
 template <const SchemaOps& (*Ops)(), class Args,
           Args (*Read)(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue>, size_t),
           at::Tensor (*Forward)(const char*, const SchemaOp&, const at::Tensor&, const Args&),
           at::Tensor (*Backward)(const char*, const SchemaOp&, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&, const Args&)>
+                                 const at::Tensor&, const Args&) = nullptr>
 void schema_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   const SchemaOp& e = Ops().find(handle);
   const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
   const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
   auto args = torch::jit::last(*stack, nargs);
   const Args a = Read(handle.schema(), args, ntensors);
-  at::Tensor out = e.backward
-                       ? Backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a)
-                       : Forward(name.c_str(), e, args[0].toTensor(), a);
+  at::Tensor out;
+  if constexpr (Backward != nullptr)
+    if (e.backward) out = Backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a);
+  if (!e.backward) out = Forward(name.c_str(), e, args[0].toTensor(), a);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(out));
 }
