@@ -68,6 +68,15 @@ def test_nan_payloads_and_negative_zero_are_copied_bits(device):
     assert torch.equal(ours.view(torch.int32), x.t().contiguous().view(torch.int32))
 
 
+def test_many_dims(device):
+    """Unit dims step nowhere (dropped before the core's 8 dims); an empty tensor has nothing to move."""
+    x = torch.randn((2, 1, 3, 1, 2, 1, 3, 1, 2, 1, 2), device=device)
+    _check(x, list(range(11))[::-1])
+    _check(x.squeeze().unsqueeze(0).transpose(0, 3), [3, 1, 0, 2, 4, 5, 6])
+    empty = torch.empty((0,) + (2,) * 9, device=device)
+    _same(tinycuda.permute_copy(empty, list(range(10))[::-1]), empty.permute(*range(9, -1, -1)).contiguous())
+
+
 # ---------------------------------------------------------------------------
 # contiguous
 
@@ -98,11 +107,12 @@ def test_contiguous_channels_last_gradient(device):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.complex128], ids=_id)
 def test_cpu_threads_and_edge_blocks(dtype):
     x = _random((1000, 1100), dtype, "cpu")
-    _check(x, [1, 0])                       # tiles: 32 x 32 blocks, edge blocks on both sides
+    _check(x, [1, 0])                         # tiles: whole squares, and edge blocks on both sides
+    _check(x[3:, 1:], [1, 0])                 # tiles of a slice
     _check(x.view(10, 100, 1100), [1, 0, 2])  # rows
-    _check(x[:, ::3], [1, 0])               # tiles, x's c stride 3
-    _check(x[:, ::3], [0, 1])               # rows gathered 3 apart
-    _check(x.view(10, 100, 1100).permute(0, 2, 1), [2, 0, 1])
+    _check(x[:, ::3], [1, 0])                 # no dim of x stride 1: rows gathered 3300 apart
+    _check(x[:, ::3], [0, 1])                 # rows gathered 3 apart
+    _check(x.view(10, 100, 1100).permute(0, 2, 1), [2, 0, 1])  # tiles over a batch
 
 
 def test_variants_are_ignored_on_the_cpu():

@@ -1197,6 +1197,8 @@ def _permute(op, x, order, algo, out, stream):
         raise ValueError(f"tinycuda.capi.{op}: x's strides are not whole elements")
     y, yv = _array(op, "out", out, v, [v.shape[d] for d in order])
     big = [d for d in order if v.shape[d] != 1]  # a unit dim steps nowhere: the core's 8 dims are for the others
+    if v.size == 0:
+        return y
     if len(big) > 8:
         raise ValueError(f"tinycuda.capi.{op}: at most 8 dims of size > 1, got {len(big)}")
     _call(op, v, stream, "permute_copy", itemsize=_itemsize(op, v), ndim=len(big), sizes=[v.shape[d] for d in big],

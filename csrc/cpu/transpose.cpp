@@ -5,12 +5,13 @@
 //        then one memcpy of the row (x's inner stride 1), or an element at a
 //        time along a strided or broadcast row. Threads split the rows.
 // tile   a cache-blocked transpose of (k, inner), over the batch of the other
-//        dims: blocks of 128 bytes of k by as many of inner (32 x 32 fp32:
-//        4 KB, whose lines stay in L1 while the block is walked), each cut
-//        into R x R squares of 16-byte rows (R = 16 / itemsize: 4 x 4 fp32),
-//        which R loads, log2 R rounds of R interleaves and R stores transpose
-//        (2048^2 fp32 on 2 cores: 2x the element-at-a-time loop); the block's
-//        ragged edges an element at a time. Threads split the blocks.
+//        dims: square blocks of 128-byte rows (32 x 32 fp32, 128 x 128 bytes;
+//        32 x 32 of wider elements: 4 to 16 KB, whose lines stay in L1 while
+//        the block is walked), each cut into R x R squares of 16-byte rows
+//        (R = 16 / itemsize: 4 x 4 fp32), which R loads, log2 R rounds of R
+//        interleaves and R stores transpose (2048^2 on 2 cores, against an
+//        element at a time: fp32 2x, fp16 and bytes 4x, fp64 even); the
+//        block's ragged edges an element at a time. Threads split the blocks.
 // Elements are moved as bytes (memcpy of a constant itemsize: one load and
 // one store), never read as numbers.
 #include <cstring>

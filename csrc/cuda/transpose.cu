@@ -18,9 +18,10 @@
 // tile   another dim k steps through x by 1: a transpose of (k, c), c the
 //        innermost dim (x stride sc), y[.., k, .., c] = x[.. + k + c sc], for
 //        each element of the batch of the remaining dims. A block of 256
-//        threads moves a T x T tile (16 KB: 64 x 64 fp32, 128 x 128 bytes):
+//        threads moves a T x T tile (64 x 64 fp32, 128 x 128 bytes: 16 KB;
+//        128 x 128 fp16: 32 KB):
 //          load   R consecutive k of one c are one unit of U = R itemsize
-//                 bytes (fp32: R = 4, 16 B; fp16 R = 4 and bytes R = 8, 8 B;
+//                 bytes (fp32 R = 4 and fp16 R = 8: 16 B; bytes R = 8: 8 B;
 //                 R = 1 where a size, a stride or a pointer is not a multiple
 //                 of R): a thread loads the R units of an R x R block (rows
 //                 c .. c + R - 1), a warp covering whole 128-byte lines of x;
@@ -37,11 +38,12 @@
 //        and when it reads along c (lanes a unit apart): no conflict and no
 //        padding, which would break the 16-byte alignment of the units.
 //        Edge tiles mask units past nk or nc. A block a tile (c fastest, then
-//        k, then the batch, whose x and y offsets a Walk finds). fp32: 40
-//        registers (capped: 6 blocks an SM, 96 KB of loads in flight).
-// Bytes: x read once, y written once (2 n itemsize); shared memory 16 KB a
-// block (8 KB for fp16 and 8-byte elements; 4 KB one element a unit). Both
-// doors require x and y aligned to itemsize (torch's tensors always are).
+//        k, then the batch, whose x and y offsets a Walk finds). Registers
+//        capped for the loads in flight: fp32 40 (6 blocks an SM, 96 KB),
+//        fp16 63 and bytes 61 (4 blocks, 128 and 64 KB).
+// Bytes: x read once, y written once (2 n itemsize); shared memory a tile
+// (8 KB for 8-byte elements; 4 KB one element a unit). Both doors require x
+// and y aligned to itemsize (torch's tensors always are).
 //
 // The teaching variants (tc_transpose_algo) take a 2-D transpose y [nk, nc]
 // = x[k + c sc]: naive (a thread an element: reads coalesced, writes nc
@@ -324,7 +326,7 @@ tc_status launch_tiles_of(const PermutePlan& plan, const void* x, void* y, cudaS
 tc_status launch_tiles(const PermutePlan& plan, size_t b, const void* x, void* y, cudaStream_t s) {
   switch (b) {
     case 1: return launch_tiles_of<1, 8, 128, 4>(plan, x, y, s);
-    case 2: return launch_tiles_of<2, 4, 64, 6>(plan, x, y, s);
+    case 2: return launch_tiles_of<2, 8, 128, 4>(plan, x, y, s);
     case 4: return launch_tiles_of<4, 4, 64, 6>(plan, x, y, s);
     case 8: return launch_tiles_of<8, 2, 32, 6>(plan, x, y, s);
     default: return launch_tiles_as<16, 1, 32>(plan, x, y, s);

@@ -26,6 +26,7 @@ at::Tensor permute(const char* op, const at::Tensor& x, const std::vector<int64_
   std::vector<int64_t> sizes;
   for (int64_t d : order) sizes.push_back(x.size(d));
   at::Tensor y = empty_contiguous(sizes, x);
+  if (y.numel() == 0) return y;
   tc_permute_copy_params p{.itemsize = size_t(x.element_size()), .x = x.data_ptr(), .y = y.data_ptr(),
                            .algo = tc_transpose_algo(algo)};
   for (int64_t d : order) {
