@@ -1237,7 +1237,7 @@ def _permute_errors():
 def _permute_cuda_errors():
     x = torch.randn(3, 4, 5, device="cuda")
     return [ErrorCase(r"tinycuda::permute_copy: algo 1 \(naive\) takes a 2-D transpose",
-                      torch.ops.tinycuda.permute_copy, (x, [2, 0, 1]), {"algo": 1})]
+                      torch.ops.tinycuda.permute_copy, (x, [2, 1, 0]), {"algo": 1})]
 
 
 def _copy_bytes(shape, mode, s):
