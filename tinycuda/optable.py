@@ -1004,6 +1004,25 @@ def _reduce_bytes(name):
     return cost
 
 
+def _sum_backward_samples(device, dtype):
+    """tinycuda::sum_backward called directly (sum's autograd returns grad_out expanded, no kernel): every dim,
+    one dim, two strided dims, an empty slice; grad_out strided or not."""
+    for shape, dims in (((7,), None), ((5, 33), 1), ((2, 3, 4097), (0, 2)), ((3, 0), 0)):
+        x = randn(shape, device, dtype)
+        for keepdim in (False, True):
+            y = torch.sum(x, dims, keepdim)
+            g = randn(y.shape, device, dtype)
+            for layout in ("contig", "strided"):
+                yield Sample(f"{_shape_id(shape)}-dim{dims}-keepdim{keepdim}-{layout}", (view(g, layout), x, y),
+                             {"dim": dims, "keepdim": keepdim}, grad=())
+
+
+def _sum_backward_ref(grad_out, x, y, dim=None, keepdim=False):
+    reduced = range(x.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    mask = {d % max(x.dim(), 1) for d in reduced}
+    return grad_out.reshape([1 if d in mask else n for d, n in enumerate(x.shape)]).expand(x.shape).contiguous()
+
+
 # (outer, reduced, inner), as _reduce_op_bench makes them: a full reduction, rows, columns; "all" adds many
 # short rows, many short columns, a middle dim
 REDUCE_SHAPES = {"small": [(1, 2**26, 1), (8192, 8192, 1), (1, 8192, 8192)],
@@ -2557,6 +2576,8 @@ OPS = [
              bench=Bench(REDUCE_SHAPES, _reduce_op_bench(name), _reduce_bytes(name),
                          modes=("fwd", "fwd+bwd") if grad else ("fwd",), fp32_tol=1e-3))
       for name, u, grad in ((n, REDUCE[n], _has_backward(n)) for n in ops.reduce.__all__ if n in REDUCE)),
+    OpInfo("sum_backward", torch.ops.tinycuda.sum_backward, _sum_backward_ref, _sum_backward_samples,
+           differentiable=False, gradcheck=False),
     # the scan family, in the core's op order (tinycuda.ops.scan reads it from tc_scan_op): fwd and fwd+bwd on
     # one long row, rows and columns; an op of the list with no SCAN line fails
     # test_every_op_and_function_is_in_the_table

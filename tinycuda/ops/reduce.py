@@ -105,7 +105,24 @@ def _register_fakes(name):
         return x.new_empty(x.shape)
 
 
+def _register_sum_autograd():
+    """sum's gradient is grad_out broadcast back over the reduced dims: a stride-0 view, as torch's, no kernel
+    (tinycuda::sum_backward writes it out, for the C door and for callers that want it dense), and x is not
+    kept alive for it."""
+    def setup_context(ctx, inputs, output):
+        x, dim, keepdim = inputs
+        ctx.shape, ctx.mask = x.shape, _mask("sum", x.dim(), dim)
+
+    def backward(ctx, grad):
+        kept = [1 if d in ctx.mask else n for d, n in enumerate(ctx.shape)]
+        return grad.reshape(kept).expand(ctx.shape), None, None
+
+    torch.library.register_autograd("tinycuda::sum", backward, setup_context=setup_context)
+
+
 def _register_autograd(name):
+    if name == "sum":
+        return _register_sum_autograd()
     backward_op = _op(name + "_backward")
     names = [a.name for a in _op(name).default._schema.arguments[1:]]
 
