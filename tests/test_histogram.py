@@ -4,19 +4,15 @@ sub-histograms up to their limit and global atomics past it, many blocks, 16-byt
 sums in one range of bins and several), torch.compile with bincount's data-dependent length, and the workspace
 queries."""
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import tinycuda
-from conftest import check_compiled, requires_cuda
+from conftest import check_compiled, requires_cuda, run_child
 from tinycuda.optable import view
 
 pytestmark = pytest.mark.racecheck
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # shared/histogram_plan.h: counts in shared memory up to 48 KB / 4 B bins, past it uint64 atomics in global
 # memory; weighted sums a warp's histogram of 48 KB / 4 warps, so 3072 float32 or 1536 float64 bins a range
@@ -198,8 +194,7 @@ def test_cuda_value_past_bins_is_a_device_assert():
         "torch.cuda.synchronize()",
         "print('no error')",
     ])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    r = run_child(code)
     assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
     assert "tinycuda::bincount: x holds a value outside [0, bins)" in r.stderr + r.stdout, (r.stdout, r.stderr)
 
