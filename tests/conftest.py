@@ -12,6 +12,9 @@ that sums the two cancelling terms in different orders.
 float32 and float64 are compared to the float64 reference with tolerances
 that follow from the op's accumulation length.
 """
+import os
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -20,6 +23,7 @@ import torch
 import tinycuda.ops  # noqa: F401  (loads the kernels, registers the ops)
 from tinycuda.optable import grad_outs, noncontiguous, outputs, view  # noqa: F401  (re-exported for the family tests)
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_CUDA = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
     "tinycuda::relu", "CUDA")
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
@@ -169,3 +173,10 @@ def assert_drop_in_module(ours, ref, x):
             torch.nn.init.normal_(p)
         dst.load_state_dict(src.state_dict())
         torch.testing.assert_close(ours(x), ref(x))
+
+
+def run_child(code):
+    """`code` run by a fresh Python with this checkout's tinycuda (a device-side assert ends its CUDA context,
+    so the tests that provoke one do it in a child): the CompletedProcess, output captured."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import check_compiled, requires_cuda
+from conftest import check_compiled, requires_cuda, run_child
 from tinycuda.optable import view
 
 pytestmark = pytest.mark.racecheck
@@ -172,6 +172,43 @@ def test_bincount_cuda_minlength_and_empty():
     for args in ((None, 20), (None, 2), (torch.randn(100, device="cuda"), 20)):
         torch.testing.assert_close(tinycuda.bincount(x, *args), torch.bincount(x, *args))
     torch.testing.assert_close(tinycuda.bincount(x[:0], None, 6), torch.zeros(6, dtype=torch.long, device="cuda"))
+
+
+@requires_cuda
+@pytest.mark.device_assert
+def test_cuda_value_past_bins_is_a_device_assert():
+    """Through the C door (the torch door sizes bins from the data), a value past bins: CUDA cannot check it
+    without a sync, so the kernel stops with a device-side assert naming the op; the context is lost after it,
+    hence the subprocess."""
+    code = "\n".join([
+        "import torch",
+        "from tinycuda import capi",
+        "so, ffi = capi.lib(), capi.ffi",
+        "x, out = torch.tensor([0, 1, 7], device='cuda'), torch.empty(4, dtype=torch.long, device='cuda')",
+        "p = ffi.new('tc_bincount_params*')",
+        "p.n, p.bins, p.x, p.out = 3, 4, ffi.cast('int64_t*', x.data_ptr()), ffi.cast('void*', out.data_ptr())",
+        "ws = torch.empty(so.tc_bincount_workspace_size(p), dtype=torch.uint8, device='cuda')",
+        "p.workspace, p.workspace_bytes = ffi.cast('void*', ws.data_ptr()), ws.numel()",
+        "p.stream = ffi.cast('void*', torch.cuda.current_stream().cuda_stream)",
+        "assert so.tc_bincount_cuda(p) == 0",
+        "torch.cuda.synchronize()",
+        "print('no error')",
+    ])
+    r = run_child(code)
+    assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
+    assert "tinycuda::bincount: x holds a value outside [0, bins)" in r.stderr + r.stdout, (r.stdout, r.stderr)
+
+
+def test_cpu_value_past_bins_is_named():
+    """The CPU names the first bad element (the C door: bins is the caller's)."""
+    import numpy as np
+    from tinycuda import capi
+    so, ffi = capi.lib(), capi.ffi
+    x, out = np.array([0, 1, 7, 2], dtype=np.int64), np.empty(4, dtype=np.int64)
+    p = ffi.new("tc_bincount_params*")
+    p.n, p.bins, p.x, p.out = 4, 4, ffi.cast("int64_t*", x.ctypes.data), ffi.cast("void*", out.ctypes.data)
+    assert so.tc_bincount_cpu(p) == so.TC_ERR_INVALID_ARGUMENT
+    assert capi.ffi.string(so.tc_last_error()).decode() == "bincount: x[2] = 7 is not below bins (4)"
 
 
 # ---------------------------------------------------------------------------

@@ -3,18 +3,14 @@ RotaryEmbedding module against Hugging Face's formulas written out here
 (transformers is not a dependency), position ids against tables gathered by
 hand, transposed views read without a copy, cos and sin getting no gradient,
 and, on CUDA, an out-of-range position id stopping the kernel."""
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import tinycuda
-from conftest import requires_cuda
+from conftest import requires_cuda, run_child
 from tinycuda.optable import _rope_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---------------------------------------------------------------------------
@@ -184,8 +180,7 @@ def test_cuda_out_of_range_position_id_is_a_device_assert():
         "torch.cuda.synchronize()",
         "print('no error')",
     ])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    r = run_child(code)
     # the device's assert line goes to the process's output, the host's error to stderr
     assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
     assert "tinycuda::rope" in r.stderr + r.stdout, (r.stdout, r.stderr)

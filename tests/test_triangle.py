@@ -79,15 +79,21 @@ def test_cuda_instances_match_the_cpu(name, shape, dtype):
 
 @pytest.mark.capi
 @pytest.mark.parametrize("name", OPS)
-def test_capi_any_dtype(name):
-    """NumPy arrays of bool, int16 and complex128, and a transposed view, through the C door."""
+def test_capi_any_dtype(device, name):
+    """Any dtype through the C door: NumPy arrays (bool, int16, complex128, a transposed view) on the CPU, and
+    torch tensors (DLPack; on CUDA __cuda_array_interface__, whose "<i2" and "<c16" torch has no name for)."""
     import numpy as np
     from tinycuda import capi
-    for dtype in (np.bool_, np.int16, np.complex128, np.float32):
-        x = (np.random.default_rng(0).standard_normal((5, 7)) * 10).astype(dtype)
-        for a in (x, x.T):
-            ref = getattr(torch, name)(torch.from_numpy(np.ascontiguousarray(a)), -1).numpy()
-            assert np.array_equal(getattr(capi, name)(a, -1), ref)
+    fn, ref = getattr(capi, name), getattr(torch, name)
+    if device == "cpu":
+        for dtype in (np.bool_, np.int16, np.complex128, np.float32):
+            x = (np.random.default_rng(0).standard_normal((5, 7)) * 10).astype(dtype)
+            for a in (x, x.T):
+                assert np.array_equal(fn(a, -1), ref(torch.from_numpy(np.ascontiguousarray(a)), -1).numpy())
+    for dtype in (torch.int8, torch.int16, torch.bool, torch.complex128, torch.bfloat16):
+        t = _random((2, 5, 7), device, dtype)
+        got = fn(t, 1)
+        assert isinstance(got, torch.Tensor) and torch.equal(got, ref(t, 1)), dtype
 
 
 @pytest.mark.parametrize("name", OPS)

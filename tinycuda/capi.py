@@ -271,10 +271,11 @@ def _xp(obj, device="cpu"):
 
 
 def _empty(op, like, shape, dtype=None):
-    """A new contiguous array of like's kind and device; dtype a name (default: like's)."""
+    """A new contiguous array of like's kind and device; dtype a name (default: like's, which a torch tensor
+    keeps whatever it is called: "<i2" from __cuda_array_interface__)."""
     xp = _xp(like.src, like.device)
     if xp.__name__ == "torch":
-        return like.src.new_empty(shape, dtype=getattr(xp, dtype) if dtype else None)
+        return like.src.new_empty(shape, dtype=getattr(xp, dtype) if dtype and dtype != like.dtype else None)
     return xp.empty(shape, dtype=dtype or like.dtype)
 
 

@@ -4,9 +4,9 @@
 //
 // out[b] = the count (or the weight) of the elements whose bin is b. Two folds:
 //   counts   histc, and bincount without weights. A block of 256 threads takes a
-//            grid-strided share of x, 4 16-byte vectors a thread in flight (64 B:
-//            2048 threads an SM hold 128 KB of reads in flight, past the ~25 KB
-//            Little's law asks at 4.8 TB/s x 700 ns / 132 SMs), and adds 1 per
+//            grid-strided share of x, 4 16-byte vectors a thread in flight (64 B;
+//            fp32: 40 registers, so 6 blocks an SM, 96 KB of reads in flight,
+//            past the ~25 KB Little's law asks at 4.8 TB/s x 700 ns / 132 SMs), and adds 1 per
 //            element into one of `replicas` sub-histograms in shared memory, warp
 //            w into w % replicas (256 bins: 8 of them, 8 KB, so only one warp's
 //            lanes contend on a bin), with integer atomics. The block then sums
@@ -24,9 +24,9 @@
 //            bins than a block holds (3072 float, 1536 double): ranges of that
 //            many, blockIdx.y a range, x read once a range.
 // then finish: 32 bins a block of 1024 threads; warp g sums rows g, g + 32, ...
-// of its bins' columns, and the 32 warp sums are added in warp order (2112 rows
-// x 256 bins: 66 loads a thread, not 2112), converted to out's type (histc: x's
-// dtype; bincount: int64, or the weights' type).
+// of its bins' columns, and the 32 warp sums are added in warp order (fp32
+// histc on 132 SMs: 792 rows, 25 loads a thread, not 792), converted to out's
+// type (histc: x's dtype; bincount: int64, or the weights' type).
 //
 // The grid along x is the device's resident blocks (every SM the same number),
 // capped by the plan's rows. Counts are integers: any order gives the same;

@@ -16,10 +16,12 @@
 // Integer adds do not depend on their order; the weighted folds have a fixed
 // one (warps, then rows), so every result is bit-identical run to run.
 //
-// rows caps the blocks along x: a block takes at least max(4096, 2 x its
-// bins) elements, so its row of partials costs at most half of what it reads
-// (a row is 4 bytes a bin, an element 2 to 8 bytes), and no more than
-// kHistMaxRows; the launcher takes fewer where fewer blocks fill the device.
+// rows caps the blocks along x: a block takes at least max(4096, 2 x the bins
+// it holds) elements, so its row of partials costs about half of what it
+// reads or less (4 or 8 bytes a bin, an element 2 to 8 bytes); at most
+// kHistMaxRows, and at most 64 MB of partials in all (weights in 100000 bins:
+// 167 rows of 33 ranges, not 2048); the launcher takes fewer where fewer
+// blocks fill the device.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +34,7 @@ constexpr size_t kHistSmem = 48 * 1024;               // no opt-in needed
 constexpr int kHistMaxReplicas = kHistCountThreads / 32;
 constexpr int64_t kHistMaxRows = 2048;                 // 132 SMs x 8 resident blocks of 256 fit under it
 constexpr int64_t kHistMinShare = 4096;
+constexpr int64_t kHistMaxPartialBytes = int64_t(64) << 20;
 constexpr int64_t kRangeRows = 1024;                   // the range pass's blocks (a pair of 8-byte values each)
 
 struct Hist {
@@ -60,8 +63,11 @@ inline Hist histogram(int64_t n, int64_t bins, size_t acc_bytes) {
   }
   if (h.global) return h;  // one row: the atomics' counts
   const int64_t share = 2 * h.range > kHistMinShare ? 2 * h.range : kHistMinShare;
+  const int64_t by_bytes = kHistMaxPartialBytes / (bins * int64_t(acc_bytes ? acc_bytes : 4));
+  const int64_t most = by_bytes < kHistMaxRows ? by_bytes : kHistMaxRows;
   h.rows = (n + share - 1) / share;
-  h.rows = h.rows < 1 ? 1 : h.rows > kHistMaxRows ? kHistMaxRows : h.rows;
+  h.rows = h.rows > most ? most : h.rows;
+  if (h.rows < 1) h.rows = 1;
   return h;
 }
 
