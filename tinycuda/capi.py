@@ -60,6 +60,11 @@ The triangle family's functions (capi.triu, capi.tril, tinycuda/triangle.h) like
 tc_triangle_schema: capi.<op>(x, diagonal=0), x of any dtype (its elements move by size). capi.histc and
 capi.bincount (tinycuda/histogram.h) take torch's arguments; the sizes torch reads from the data (histc's range
 when min == max, bincount's length) come from the core's range pass, read back (a sync on CUDA).
+
+The losses family's functions (capi.mse_loss ... capi.triplet_margin_loss, tinycuda/losses.h) likewise, from
+tc_loss_op and tc_loss_schema: capi.<op>(<torch.nn.functional's arguments>), the tensors of any strides, broadcast
+as torch broadcasts them (triplet_margin_loss's C-contiguous); capi.<op>_backward(grad_out, <the same arguments>,
+output_mask) returns a gradient for each operand tc_loss_grads names, at the broadcast shape.
 """
 import ast
 import ctypes
@@ -465,18 +470,21 @@ _BINARY = _build.binary_ops()
 _REDUCE = _build.op_names("tc_reduce_op")
 _SCAN = _build.op_names("tc_scan_op")
 _TRIANGLE = _build.op_names("tc_triangle_op")  # no _backward: triu's gradient is triu
-__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN for f in (name, name + "_backward")] + _TRIANGLE
+_LOSS = _build.op_names("tc_loss_op")
+__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN + _LOSS for f in (name, name + "_backward")]
+__all__ += _TRIANGLE
 
 
 def __getattr__(name):
-    """capi.<op> and capi.<op>_backward of the elementwise, reduce and scan families, and capi.<op> of the
-    triangle family, made on first use."""
+    """capi.<op> and capi.<op>_backward of the elementwise, reduce, scan and losses families, and capi.<op> of
+    the triangle family, made on first use."""
     if name in _TRIANGLE:
         globals()[name] = _triangle_function(name)
         return globals()[name]
     op = name.removesuffix("_backward")
     make = (_unary_functions if op in _UNARY else _binary_functions if op in _BINARY
-            else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN else None)
+            else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN
+            else _loss_functions if op in _LOSS else None)
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     forward, backward = make(op)
@@ -1134,6 +1142,152 @@ def bincount(x, weights=None, minlength=0, *, out=None, stream=None):
     res, rv = _array(op, "out", out, like, (bins,), "int64" if w is None else None)
     _call(op, like, stream, n=v.size, bins=bins, x=v, weights=w, out=rv)
     return res
+
+
+# ---------------------------------------------------------------------------
+# the losses family: mse_loss ... triplet_margin_loss (tinycuda/losses.h), made from the core's op list
+
+def _loss_shape(op, rule, views):
+    """The broadcast shape of views ({name: view}, the first the op's input), checked as tc_loss_shape's rule
+    says: the torch layer's rule and words (csrc/torch/losses.cpp)."""
+    so = lib()
+    (first, x) = next(iter(views.items()))
+    said = ", ".join(f"{n} has shape {list(v.shape)}" for n, v in views.items())
+    for k, (n, v) in enumerate(views.items()):
+        if rule in (so.TC_LOSS_SHAPE_SAME_NDIM, so.TC_LOSS_SHAPE_ROWS) and len(v.shape) != len(x.shape):
+            raise ValueError(f"tinycuda.capi.{op}: every tensor must have as many dims as {first}: {said}")
+        if (rule == so.TC_LOSS_SHAPE_ROWS or (rule == so.TC_LOSS_SHAPE_TARGET_AS_INPUT and k == 1)) \
+                and v.shape != x.shape:
+            raise ValueError(f"tinycuda.capi.{op}: {n} must have {first}'s shape {list(x.shape)}, got {list(v.shape)}")
+        if rule == so.TC_LOSS_SHAPE_TARGET_AS_INPUT and k > 1 and not (  # torch scales the loss in place
+                len(v.shape) <= len(x.shape) and all(s in (1, x.shape[d - len(v.shape)]) for d, s in enumerate(v.shape))):
+            raise ValueError(f"tinycuda.capi.{op}: {n} has shape {list(v.shape)}, which does not broadcast to "
+                             f"{first}'s shape {list(x.shape)}")
+    nd = max(len(v.shape) for v in views.values())
+    if nd > 8:
+        raise ValueError(f"tinycuda.capi.{op}: at most 8 dims, got {nd}")
+    shape = [1] * nd
+    for v in views.values():
+        for d, m in enumerate(v.shape, nd - len(v.shape)):
+            if m != shape[d] and 1 not in (m, shape[d]):
+                raise ValueError(f"tinycuda.capi.{op}: {said}, which do not broadcast")
+            shape[d] = m if shape[d] == 1 else shape[d]
+    return tuple(shape)
+
+
+def _loss_reduction(op, index, g):
+    """The params' reduction: torch's legacy one where size_average or reduce is given, else reduction's."""
+    name, legacy = g["reduction"], [g.get(k) for k in ("size_average", "reduce")]
+    if any(f is not None for f in legacy):
+        if name == "batchmean":
+            raise ValueError(f"tinycuda.capi.{op}: reduction='batchmean' cannot go with size_average or reduce "
+                             f"(torch divides their legacy reduction by the batch): give reduction alone")
+        mean, total = (True if f is None else bool(f) for f in legacy)
+        name = "mean" if mean and total else "sum" if total else "none"
+    if not isinstance(name, str):
+        raise TypeError(f"tinycuda.capi.{op}: reduction must be a str, got {name!r}")
+    r = ffi.new("tc_loss_reduction*")
+    if lib().tc_loss_parse_reduction(index, name.encode(), r) != 0:
+        raise ValueError(f"tinycuda.capi.{op}: {_text(lib().tc_last_error()).split(': ', 1)[1]}")
+    return r[0]
+
+
+def _loss_functions(name):
+    """(capi.<name>, capi.<name>_backward) of a loss, with the schema's arguments and defaults: the tensors are the
+    params' operands in schema order; the options are read by name, as the torch layer reads them."""
+    so = lib()
+    index = getattr(so, "TC_LOSS_" + name.upper())
+    text = _text(so.tc_loss_schema(index))
+    schema_name, args = _parse_schema(text)
+    if schema_name != name:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_LOSS_{name.upper()} names op {schema_name!r}: "
+                           f"the headers and the library disagree")
+    tensors = [n for typ, n, *_ in args if typ.startswith("Tensor")]
+    grads = [n for k, n in enumerate(tensors) if so.tc_loss_grads(index) >> k & 1]
+    rule = so.tc_loss_shape(index)
+    P = inspect.Parameter
+    params = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in args]
+    stream = P("stream", P.KEYWORD_ONLY, default=None)
+    forward_sig = inspect.Signature([*params, P("out", P.KEYWORD_ONLY, default=None), stream])
+    backward_sig = inspect.Signature([P("grad_out", P.POSITIONAL_OR_KEYWORD), *params,
+                                      P("output_mask", P.POSITIONAL_OR_KEYWORD, default=(True,) * len(grads)),
+                                      *(P("grad_" + n, P.KEYWORD_ONLY, default=None) for n in grads), stream])
+
+    def prepare(op, g, extra=None):
+        """(the input's view, the broadcast shape, the result's shape, the params' fields)."""
+        given = {n: g[n] for n in tensors if g[n] is not None}
+        v = _check(op, {**given, **(extra or {})}, strided=() if rule == so.TC_LOSS_SHAPE_ROWS else tuple(given))
+        views = {n: v[n] for n in given}
+        shape = _loss_shape(op, rule, views)
+        x = views[tensors[0]]
+        reduction = _loss_reduction(op, index, g)
+        nd, operands, strides = len(shape), [ffi.NULL] * 4, [[0] * 8 for _ in range(4)]
+        for k, n in enumerate(tensors):
+            if n not in views:
+                continue
+            a = views[n] if views[n].strides is not None else _view(op, n, _contiguous(views[n]))
+            lead = nd - len(a.shape)
+            operands[k] = ffi.cast("void*", a.ptr)
+            for d in range(lead, nd):
+                strides[k][d] = 0 if a.shape[d - lead] == 1 else a.strides[d - lead]
+            views[n] = a  # alive until the call
+        out = () if reduction != so.TC_LOSS_REDUCTION_NONE else shape[:-1] if rule == so.TC_LOSS_SHAPE_ROWS else shape
+        try:
+            options = {n: float(g[n]) for n in ("beta", "delta", "margin", "p", "eps") if n in g}
+        except (TypeError, ValueError):
+            raise TypeError(f"tinycuda.capi.{op}: " + ", ".join(
+                f"{n} must be a float, got {g[n]!r}" for n in ("beta", "delta", "margin", "p", "eps") if n in g
+                and not isinstance(g[n], numbers.Real))) from None
+        for n in ("swap", "log_target"):
+            if n in g:
+                if not isinstance(g[n], (bool, np.bool_)):
+                    raise TypeError(f"tinycuda.capi.{op}: {n} must be a bool, got {g[n]!r}")
+                options[n] = int(g[n])
+        fields = dict(op=index, reduction=reduction, batch=x.shape[0] if x.shape else 1, ndim=nd, sizes=list(shape),
+                      operands=operands, strides=strides, **options)
+        return x, views, shape, out, fields
+
+    def forward(*args, **kwargs):
+        g = _bind(name, forward_sig, args, kwargs)
+        x, views, shape, out, fields = prepare(name, g)
+        y, yv = _array(name, "out", g["out"], x, out)
+        _call(name, x, g["stream"], "loss", **fields, out=yv)
+        return y
+
+    def backward(*args, **kwargs):
+        op = name + "_backward"
+        g = _bind(op, backward_sig, args, kwargs)
+        x, views, shape, out, fields = prepare(op, g, {"grad_out": g["grad_out"]})
+        gv = _view(op, "grad_out", g["grad_out"])  # checked by prepare: C-contiguous, the input's dtype and device
+        if gv.shape != out:
+            raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {list(out)}, got {list(gv.shape)}")
+        mask = tuple(g["output_mask"])
+        if len(mask) != len(grads):
+            raise ValueError(f"tinycuda.capi.{op}: output_mask must have {len(grads)} entries, got {mask!r}")
+        res, ptrs = [], [ffi.NULL] * 4
+        for n, want in zip(grads, mask):
+            if not want and g["grad_" + n] is not None:
+                raise ValueError(f"tinycuda.capi.{op}: grad_{n} is given but output_mask skips it")
+            arr, av = _array(op, "grad_" + n, g["grad_" + n], x, shape) if want else (None, None)
+            res.append(arr)
+            if want:
+                ptrs[tensors.index(n)] = ffi.cast("void*", av.ptr)
+        _call(op, x, g["stream"], "loss_backward", **fields, grad_out=gv, grads=ptrs)
+        return res[0] if len(res) == 1 else tuple(res)
+
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. The tensors: arrays of one dtype and "
+        f"device, of any strides (read in place{'; here C-contiguous' if rule == so.TC_LOSS_SHAPE_ROWS else ''}), "
+        f"broadcast as torch broadcasts them. out: C-contiguous, the loss of each element (reduction='none') or "
+        f"one value.")
+    backward.__doc__ = (
+        f"The gradients of {name} ({', '.join(grads)}) for grad_out (C-contiguous, of the result's shape), with the "
+        f"forward's arguments, each C-contiguous at the broadcast shape (the caller sums it over its operand's "
+        f"broadcast dims); output_mask picks them, a skipped one is None.")
+    for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__signature__ = sig
+    return forward, backward
 
 
 # ---------------------------------------------------------------------------

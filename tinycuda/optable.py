@@ -18,6 +18,7 @@ Importing this module loads the kernels (tinycuda.ops) and nothing else:
 no pytest, no NumPy.
 """
 import importlib
+import inspect
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -1440,6 +1441,252 @@ TRIANGLE_SHAPES = {"small": [(4096, 4096)], "large": [(16384, 16384)],
                    "all": [(4096, 4096), (8192, 8192), (16384, 16384), (64, 1024, 1024)], "cpu": [(2048, 2048)]}
 
 
+# ---------------------------------------------------------------------------
+# the losses family: mse_loss ... triplet_margin_loss, one entry each (the op list is the core's: tc_loss_op)
+
+def _signs(shape, device, dtype):
+    """+1 and -1 at random (margin_ranking_loss's and hinge_embedding_loss's targets)."""
+    return (torch.randint(0, 2, shape, device=device) * 2 - 1).to(dtype)
+
+
+def _log_probs(shape, device, dtype):
+    """log-probabilities over the last dim (kl_div's input, and its log_target)."""
+    return torch.log_softmax(torch.randn(shape, device=device), -1).to(dtype) if shape else randn(shape, device, dtype)
+
+
+def _probs(shape, device, dtype):
+    """probabilities over the last dim, none 0 (kl_div's target: t log t's gradient is NaN at 0, torch's too)."""
+    return torch.softmax(torch.randn(shape, device=device), -1).to(dtype) if shape else torch.rand(shape, device=device).to(dtype) + 0.1
+
+
+def _pair(first, second):
+    """make(shapes, device, dtype, kw) for two tensors: first at shapes[0], second at shapes[-1]."""
+    return lambda shapes, device, dtype, kw: (first(shapes[0], device, dtype), second(shapes[-1], device, dtype))
+
+
+def _bce_operands(shapes, device, dtype, kw):
+    """input (3 x randn), target in [0, 1); weight and pos_weight in [0.5, 1.5) at the shape their kwarg names."""
+    x, t = randn(shapes[0], device, dtype, 3.0), torch.rand(shapes[0], device=device).to(dtype)
+    for k in ("weight", "pos_weight"):
+        if k in kw:
+            kw[k] = (torch.rand(kw[k] or shapes[0], device=device) + 0.5).to(dtype)
+    return x, t
+
+
+def _kl_operands(shapes, device, dtype, kw):
+    target = _log_probs if kw.get("log_target") else _probs
+    return _log_probs(shapes[0], device, dtype), target(shapes[-1], device, dtype)
+
+
+def _ranking_operands(shapes, device, dtype, kw):
+    return randn(shapes[0], device, dtype), randn(shapes[1 % len(shapes)], device, dtype), _signs(shapes[-1], device,
+                                                                                                 dtype)
+
+
+def _triplet_operands(shapes, device, dtype, kw):
+    return tuple(randn(shapes[0], device, dtype) for _ in range(3))
+
+
+@dataclass
+class _Loss:
+    """What the table says of one loss: its torch reference (torch.nn.functional's, same arguments), its tensors
+    (make(shapes, device, dtype, kw) -> the tensor arguments, the first at shapes[0]; it may fill tensors into kw:
+    bce's weight and pos_weight, a kwarg given as their shape, None for the input's), its option variants (the
+    samples' kwargs beyond reduction), its broadcasts (tuples of shapes, one a tensor argument), which arguments
+    get a gradient (None: every float tensor), and its float32 tolerances."""
+    ref: callable
+    make: callable
+    kwargs: tuple = ({},)
+    broadcasts: tuple = ()
+    grad: tuple = None
+    reductions: tuple = ("mean", "sum", "none")
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    grad_rtol: float = None
+    grad_atol: float = None
+
+
+_PAIRS = (((5, 33), (33,)), ((5, 1), (5, 33)), ((4, 1, 3), (5, 1)))
+LOSSES = {
+    "mse_loss": _Loss(F.mse_loss, _pair(randn, randn), broadcasts=_PAIRS),
+    "l1_loss": _Loss(F.l1_loss, _pair(randn, randn), broadcasts=_PAIRS),
+    # beta 0 is torch's l1_loss
+    "smooth_l1_loss": _Loss(F.smooth_l1_loss, _pair(randn, randn), ({}, {"beta": 0.5}, {"beta": 0.0}),
+                            broadcasts=_PAIRS[:1]),
+    "huber_loss": _Loss(F.huber_loss, _pair(randn, randn), ({}, {"delta": 0.5}, {"delta": 2.0}), broadcasts=_PAIRS[:1]),
+    # weight and pos_weight: the input's shape, or broadcast to it (33 for 5 x 33, as a class weight; torch's
+    # scale the loss in place, so not past it); the input's and target's gradients (torch refuses the weights')
+    "binary_cross_entropy_with_logits": _Loss(
+        F.binary_cross_entropy_with_logits, _bce_operands,
+        ({}, {"weight": None, "pos_weight": None}), grad=(0, 1),
+        broadcasts=(((5, 33), {"weight": (33,), "pos_weight": (33,)}), ((5, 33), {"weight": (5, 1), "pos_weight": (1,)}),
+                    ((2, 4, 3), {"pos_weight": (4, 1), "weight": (3,)}))),
+    "kl_div": _Loss(F.kl_div, _kl_operands, ({}, {"log_target": True}), broadcasts=_PAIRS[:2],
+                    reductions=("mean", "sum", "none", "batchmean")),
+    # one number of dims (torch's check), broadcast within it
+    "margin_ranking_loss": _Loss(F.margin_ranking_loss, _ranking_operands, ({}, {"margin": 0.5}),
+                                 broadcasts=(((5, 33), (5, 33), (5, 1)), ((5, 1), (1, 33), (5, 33)))),
+    "hinge_embedding_loss": _Loss(F.hinge_embedding_loss, _pair(randn, _signs), ({}, {"margin": 0.5}),
+                                  broadcasts=_PAIRS[:2], grad=(0,)),
+    # rows of the last dim; p 0's gradient (none: torch's graph stops there) is test_losses'
+    "triplet_margin_loss": _Loss(F.triplet_margin_loss, _triplet_operands,
+                                 ({}, {"margin": 0.5, "p": 1.0}, {"swap": True}, {"p": 3.0, "eps": 1e-3})),
+}
+
+# (), an empty tensor, one element, odd lengths, 4097 (CUDA: several blocks; one dim, its last element past the
+# vectors), rows, an empty dim, 3-D
+LOSS_SHAPES = [(), (0,), (1,), (7,), (33,), (4097,), (5, 33), (3, 0), (2, 3, 129)]
+
+
+def _loss_op_samples(name):
+    """LOSS_SHAPES with each reduction (but the mean of nothing, NaN: test_losses'), contiguous and (the first
+    reduction) strided; each option variant with reduction 'none', each broadcast forward only (as few kinds of
+    call as give each its own opcheck: their other reductions and the broadcasts' gradients, summed to each
+    operand's shape, are test_losses'); a tensor one element off the 16-byte grid (the scalar path on CUDA); the
+    defaults."""
+    u = LOSSES[name]
+
+    def sample(sid, shapes, device, dtype, kw, layout="contig", grad=None):
+        kw = dict(kw)
+        tensors = u.make(shapes, device, dtype, kw)
+        return Sample(sid + "".join(f"-{k}" if isinstance(v, torch.Tensor) else f"-{k}={v}" for k, v in kw.items()),
+                      tuple(view(t, layout) for t in tensors), kw, u.grad if grad is None else grad, layout)
+
+    def samples(device, dtype):
+        for shape in LOSS_SHAPES:
+            for i, red in enumerate(u.reductions):
+                if math.prod(shape) == 0 and red in ("mean", "batchmean"):
+                    continue
+                for layout in ("contig", "strided") if i == 0 else ("contig",):
+                    yield sample(f"{_shape_id(shape)}-{red}-{layout}", (shape,), device, dtype, {"reduction": red},
+                                 layout)
+        for kw in u.kwargs[1:]:
+            for shape in ((33,), (5, 33)):
+                yield sample(f"{_shape_id(shape)}-none", (shape,), device, dtype, {"reduction": "none", **kw})
+        for shapes in u.broadcasts:  # forward only: the gradients summed over broadcast dims are test_losses'
+            extra = shapes[-1] if isinstance(shapes[-1], dict) else {}
+            shapes = shapes[:-1] if extra else shapes
+            yield sample(f"{'-'.join(map(_shape_id, shapes))}-none", shapes, device, dtype,
+                         {"reduction": "none", **extra}, grad=())
+        yield sample("4097-offset-sum", ((4097,),), device, dtype, {"reduction": "sum"}, "offset")
+        yield sample("5x33-defaults", ((5, 33),), device, dtype, {})
+    return samples
+
+
+def _loss_op_errors(name):
+    """Shapes that do not agree (as the op's rule says), a reduction the op has not, an integer input, mixed
+    dtypes and devices, the backward's grad_out of the wrong shape: each from the C++ layer and from the fake
+    kernel (torch.compile, meta tensors); (the C++ layer) scalars out of range and the weights the op refuses."""
+    def errors():
+        fn, op, u = getattr(ops, name), f"tinycuda::{name}", LOSSES[name]
+        bwd = getattr(torch.ops.tinycuda, name + "_backward")
+        rule = ops.losses._rule(name)
+        nargs = len(u.make(((3, 4),), "cpu", torch.float32, {}))
+        cases = []
+        for device in ("cpu", "meta"):
+            args = [torch.randn(3, 4, device=device) for _ in range(nargs)]
+            bad = list(args)
+            if rule == "broadcast":
+                bad[-1] = torch.randn(5, device=device)
+                msg = r"input has shape \[3, 4\], target has shape \[5\], which do not broadcast"
+            elif rule == "same_ndim":
+                bad[-1] = torch.randn(4, device=device)
+                msg = r"every tensor must have as many dims as input1: .*target has shape \[4\]"
+            else:
+                bad[1] = torch.randn(3, 5, device=device)
+                first, second = (("input", "target") if rule == "target_as_input" else ("anchor", "positive"))
+                msg = rf"{second} must have {first}'s shape \[3, 4\], got \[3, 5\]"
+            reductions = "'none', 'mean', 'sum' or 'batchmean'" if name == "kl_div" else "'none', 'mean' or 'sum'"
+            out = fn(*args, reduction="none")
+            cases += [
+                ErrorCase(rf"{op}: {msg}", fn, tuple(bad)),
+                ErrorCase(rf"{op}: reduction must be {reductions}, got 'avg'", fn, tuple(args), {"reduction": "avg"}),
+                ErrorCase(rf"{op}: \w+ must be float32, float16, bfloat16 or float64, got Long", fn,
+                          (args[0].long(), *args[1:])),
+                ErrorCase(rf"{op}: \w+ has dtype Double but \w+ has dtype Float", fn, (*args[:-1], args[-1].double())),
+                ErrorCase(rf"{op}_backward: grad_out must have shape \[3, 4\], got \[4\]", bwd,
+                          (out.new_empty(4), *args), {"reduction": "none"}) if rule != "rows" else
+                ErrorCase(rf"{op}_backward: grad_out must have shape \[3\], got \[4\]", bwd,
+                          (out.new_empty(4), *args), {"reduction": "none"}),
+            ]
+        x = torch.randn(3, 4)
+        cases.append(ErrorCase(rf"{op}: \w+ is on meta but \w+ is on cpu", fn,
+                               (x, *(torch.randn(3, 4, device="meta") for _ in range(nargs - 1)))))
+        if name != "kl_div":
+            cases.append(ErrorCase(rf"{op}: reduction must be 'none', 'mean' or 'sum', got 'batchmean'", fn,
+                                   tuple(torch.randn(3, 4) for _ in range(nargs)), {"reduction": "batchmean"}))
+        return cases + _loss_option_errors().get(name, lambda: [])()
+    return errors
+
+
+def _loss_option_errors():
+    x, t = torch.randn(3, 4), torch.randn(3, 4)
+    a = [torch.randn(3, 4) for _ in range(3)]
+    bce = ops.binary_cross_entropy_with_logits
+    return {
+        "mse_loss": lambda: [ErrorCase(r"tinycuda::mse_loss: weight is not supported \(multiply the "
+                                       r"reduction='none' loss by it\)", ops.mse_loss, (x, t), {"weight": t})],
+        "smooth_l1_loss": lambda: [ErrorCase(r"tinycuda::smooth_l1_loss: beta must be >= 0, got -1", ops.smooth_l1_loss,
+                                             (x, t), {"beta": -1.0})],
+        "huber_loss": lambda: [ErrorCase(r"tinycuda::huber_loss: delta must be > 0, got 0", ops.huber_loss, (x, t),
+                                         {"delta": 0.0})],
+        "binary_cross_entropy_with_logits": lambda: [
+            *(ErrorCase(r"tinycuda::binary_cross_entropy_with_logits: pos_weight has shape \[2, 1, 4\], which does "
+                        r"not broadcast to input's shape \[3, 4\]", bce, (x.to(device), t.to(device)),
+                        {"pos_weight": torch.ones(2, 1, 4, device=device)}) for device in ("cpu", "meta")),
+            ErrorCase(r"tinycuda::binary_cross_entropy_with_logits: weight gets no gradient", bce,
+                      (x.clone().requires_grad_(), t.sigmoid()), {"weight": t.clone().requires_grad_()}),
+            ErrorCase(r"tinycuda::binary_cross_entropy_with_logits: pos_weight gets no gradient", bce,
+                      (x.clone().requires_grad_(), t.sigmoid()), {"pos_weight": t[0].clone().requires_grad_()})],
+        "kl_div": lambda: [ErrorCase(r"tinycuda::kl_div: reduction='batchmean' cannot go with size_average or reduce",
+                                     ops.kl_div, (x, t), {"reduce": True, "reduction": "batchmean"})],
+        "triplet_margin_loss": lambda: [
+            ErrorCase(r"tinycuda::triplet_margin_loss: margin must be > 0, got 0", ops.triplet_margin_loss, a,
+                      {"margin": 0.0}),
+            ErrorCase(r"tinycuda::triplet_margin_loss: p must be finite .*got inf", ops.triplet_margin_loss, a,
+                      {"p": math.inf})],
+    }
+
+
+def _loss_cuda_errors(name):
+    def errors():
+        fn, n = getattr(ops, name), len(LOSSES[name].make(((3, 4),), "cpu", torch.float32, {}))
+        return [ErrorCase(rf"tinycuda::{name}: \w+ is on cpu but \w+ is on cuda:0", fn,
+                          (torch.randn(3, 4, device="cuda"), *(torch.randn(3, 4) for _ in range(n - 1))))]
+    return errors
+
+
+def _loss_bench(name):
+    """The op's tensors at the bench shape (rows x the last dim), reduction 'mean' (the default)."""
+    return lambda sh, dt, dev: list(LOSSES[name].make((sh,), dev, dt, {}))
+
+
+def _loss_bytes(reads, writes):
+    """fwd reads `reads` tensors of the shape; bwd reads them again and writes `writes` gradients (those the
+    bench asks for)."""
+    def cost(shape, mode, s):
+        n = math.prod(shape) * s
+        fwd, bwd = reads * n, (reads + writes) * n
+        return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
+    return cost
+
+
+# 2^24, 2^26, 2^28 elements; the CPU's 2^22 (its target: within 2x torch's time on 2 cores)
+LOSS_SHAPES_BENCH = {"small": [(4096, 4096)], "large": [(8192, 8192), (16384, 16384)],
+                     "all": [(4096, 4096), (8192, 8192), (16384, 16384)], "cpu": [(2048, 2048)]}
+# triplet_margin_loss: 256-wide embeddings, as many rows
+TRIPLET_SHAPES_BENCH = {"small": [(65536, 256)], "large": [(262144, 256), (1048576, 256)],
+                        "all": [(65536, 256), (262144, 256), (1048576, 256)], "cpu": [(16384, 256)]}
+# reduction 'mean', backpropagated from 1 as loss.backward(); the input's gradient alone (a model's output against
+# data), triplet_margin_loss's three (embeddings all learned)
+LOSS_BENCH = {
+    **{name: Bench(LOSS_SHAPES_BENCH, _loss_bench(name), _loss_bytes(2, 1), modes=("fwd", "fwd+bwd"), loss=True,
+                   grad=(0,), fp32_tol=1e-3) for name in ("mse_loss", "binary_cross_entropy_with_logits")},
+    "triplet_margin_loss": Bench(TRIPLET_SHAPES_BENCH, _loss_bench("triplet_margin_loss"), _loss_bytes(3, 3),
+                                 modes=("fwd", "fwd+bwd"), loss=True, fp32_tol=1e-3),
+}
+
+
 LINEAR_CASES = [  # (batch shape, in_features, out_features)
     ((0,), 7, 5), ((1,), 1, 1), ((7,), 33, 17), ((3, 11), 129, 65), ((1000,), 31, 7),
     ((2,), 4097, 3), ((), 9, 4), ((5,), 0, 3), ((5,), 3, 0), ((130,), 20, 129),
@@ -2616,6 +2863,12 @@ OPS = [
              errors=_triangle_errors(name),
              bench=Bench(TRIANGLE_SHAPES, _triangle_bench, _elementwise_bytes(1, 1), modes=("fwd", "fwd+bwd")))
       for name in ops.triangle.__all__),
+    # the losses family, in the core's op order (tinycuda.ops.losses reads it from tc_loss_op); an op of the list
+    # with no LOSSES line fails test_every_op_and_function_is_in_the_table
+    *(OpInfo(name, getattr(ops, name), u.ref, _loss_op_samples(name), rtol=u.rtol, atol=u.atol,
+             grad_rtol=u.grad_rtol, grad_atol=u.grad_atol, racecheck=True, errors=_loss_op_errors(name),
+             cuda_errors=_loss_cuda_errors(name), bench=LOSS_BENCH.get(name))
+      for name, u in ((n, LOSSES[n]) for n in ops.losses.__all__ if n in LOSSES)),
     # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
     OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
            errors=_linear_errors, cuda_errors=_linear_cuda_errors,

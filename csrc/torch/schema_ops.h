@@ -21,9 +21,11 @@ struct SchemaOp {
 
 class SchemaOps {
  public:
-  // differentiable(op) == 1: the op has a backward (NULL: every op has one)
-  SchemaOps(const char* (*schema)(int), int count, int (*differentiable)(int) = nullptr)
-      : schema_(schema), count_(count), differentiable_(differentiable) {
+  // differentiable(op) == 1: the op has a backward (NULL: every op has one); backward(op): its schema (NULL:
+  // backward_schema's "<name>_backward(Tensor grad_out, Tensor x, Tensor y, ...)")
+  SchemaOps(const char* (*schema)(int), int count, int (*differentiable)(int) = nullptr,
+            std::string (*backward)(int) = nullptr)
+      : schema_(schema), count_(count), differentiable_(differentiable), backward_(backward) {
     for (int op = 0; op < count; ++op) {
       ops_["tinycuda::" + name(op)] = {op, false};
       if (has_backward(op)) ops_["tinycuda::" + name(op) + "_backward"] = {op, true};
@@ -38,6 +40,7 @@ class SchemaOps {
   // "mean(Tensor x, int[1]? dim=None, ...) -> Tensor" ->
   // "mean_backward(Tensor grad_out, Tensor x, Tensor y, int[1]? dim=None, ...) -> Tensor"
   std::string backward_schema(int op) const {
+    if (backward_) return backward_(op);
     const std::string s = schema_(op);
     return name(op) + "_backward(Tensor grad_out, Tensor x, Tensor y" + s.substr(s.find("Tensor x") + 8);
   }
@@ -62,6 +65,7 @@ class SchemaOps {
   const char* (*schema_)(int);
   int count_;
   int (*differentiable_)(int);
+  std::string (*backward_)(int);
   std::unordered_map<std::string, SchemaOp> ops_;
 };
 
