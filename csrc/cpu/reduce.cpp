@@ -10,7 +10,9 @@
 //
 // Backward: every element's gradient from its output's (g, y, aux), x walked
 // in its own order with y's broadcast strides; aux (var's mean, amax's tie
-// counts) is a forward reduction of its own first.
+// counts) is a forward reduction of its own first. max's and min's: zeros,
+// then each output's g written at the element its index names.
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -60,12 +62,15 @@ void walk(const StridedLayout<1>& l, int64_t r0, int64_t r1, F&& f) {
 }
 
 // y[o] = the output of state s: an element of y (T), an index, or the state
-// itself (the backward's aux, which reduce_grad reads unfinished)
+// itself (the backward's aux, which reduce_grad reads unfinished); max's and
+// min's index goes to indices[o] beside the value
 template <class M, class T, class Out, class S, class C>
-void store(Out* y, int64_t o, const S& s, const C& c) {
+void store(Out* y, int64_t* indices, int64_t o, const S& s, const C& c) {
   if constexpr (std::is_same_v<Out, S>) y[o] = s;
   else if constexpr (std::is_same_v<Out, T> && !std::is_same_v<T, acc_t<T>>) y[o] = from_acc<T>(M::finish(s, c));
   else y[o] = Out(M::finish(s, c));
+  if constexpr (requires { s.i; })
+    if (indices) indices[o] = s.i;
 }
 
 // The columns layout (the kept dims end in a stride-1 run, the slice is
@@ -76,7 +81,7 @@ void store(Out* y, int64_t o, const S& s, const C& c) {
 // torch over dim 0 of 2048 x 2048 fp32).
 template <int OP, class T, class Out>
 tc_status reduce_columns_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x,
-                             Out* y, const T* target) {
+                             Out* y, int64_t* indices, const T* target) {
   using A = acc_t<T>;
   using M = ReduceMath<OP, A>;
   using State = typename M::State;
@@ -96,22 +101,23 @@ tc_status reduce_columns_cpu(const char* name, const ReduceLayout& l, const Redu
         });
         for (int64_t j = 0; j < m; ++j) s[j] = r0 ? M::merge(s[j], part[j]) : part[j];
       }
-      for (int64_t j = 0; j < m; ++j) store<M, T>(y, o0 + j, s[j], c);
+      for (int64_t j = 0; j < m; ++j) store<M, T>(y, indices, o0 + j, s[j], c);
     }
   });
   return ok ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);
 }
 
 // y[o] (Out: T, int64 indices, or the state for the backward's aux) for every
-// output; target, where the op counts ties, is the forward's y.
+// output, and max's and min's indices[o]; target, where the op counts ties, is
+// the forward's y.
 template <int OP, class T, class Out>
 tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<acc_t<T>>& c, const T* x, Out* y,
-                     const T* target) {
+                     int64_t* indices, const T* target) {
   using A = acc_t<T>;
   using M = ReduceMath<OP, A>;
   using State = typename M::State;
   const int64_t outputs = l.outputs(), n = l.slice();
-  if (l.columns() && n > 1) return reduce_columns_cpu<OP, T>(name, l, c, x, y, target);
+  if (l.columns() && n > 1) return reduce_columns_cpu<OP, T>(name, l, c, x, y, indices, target);
   const int64_t chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk), items = outputs * chunks;
   std::vector<State> states(chunks > 1 ? size_t(items) : 0);
   const int64_t threads = threads_for(items, outputs * n);
@@ -143,7 +149,7 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
       } else {
         walk(l.red, r0, r1, [&](int64_t off, int64_t r) { M::add(s, to_acc(xo[off]), r, c); });
       }
-      if (chunks == 1) store<M, T>(y, o, s, c);
+      if (chunks == 1) store<M, T>(y, indices, o, s, c);
       else states[size_t(it)] = s;
     }
   });
@@ -152,10 +158,33 @@ tc_status reduce_cpu(const char* name, const ReduceLayout& l, const ReduceCtx<ac
     for (int64_t o = 0; o < outputs; ++o) {
       State s = states[size_t(o * chunks)];
       for (int64_t k = 1; k < chunks; ++k) s = M::merge(s, states[size_t(o * chunks + k)]);
-      store<M, T>(y, o, s, c);
+      store<M, T>(y, indices, o, s, c);
     }
   }
   return TC_OK;
+}
+
+// max's and min's gradient: zeros, then g[o] at the element indices[o] of
+// slice o (x contiguous: the slice's row-major index is its offset in the
+// reduced dims). An index out of the slice is refused, named, before a write.
+template <class T>
+tc_status value_index_backward_cpu(const char* name, const ReduceLayout& l, const T* g, const int64_t* indices,
+                                   T* gx) {
+  const int64_t outputs = l.outputs(), n = l.slice(), total = outputs * n;
+  for (int64_t o = 0; o < outputs; ++o)
+    TC_REQUIRE(indices[o] >= 0 && indices[o] < n, "%s: indices[%lld] is %lld, outside the slice of %lld elements",
+               name, (long long)o, (long long)indices[o], (long long)n);
+  const T zero = from_acc<T>(acc_t<T>(0));
+  int64_t threads = threads_for(total, total);
+  bool ok = run_threads(threads, [&](int64_t t) {
+    std::fill(gx + total * t / threads, gx + total * (t + 1) / threads, zero);
+  });
+  threads = threads_for(outputs, outputs * 8);
+  ok = ok && run_threads(threads, [&](int64_t t) {
+    for (int64_t o = outputs * t / threads; o < outputs * (t + 1) / threads; ++o)
+      gx[layout_offset(l.kept, o) + layout_offset(l.red, indices[o])] = g[o];
+  });
+  return ok ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name);
 }
 
 }  // namespace
@@ -171,8 +200,8 @@ tc_status tc_reduce_cpu(const tc_reduce_params* p) {
     const T* x = static_cast<const T*>(p->x);
     return dispatch_forward(p->op, c.kind, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
-      if constexpr (kArgOp<OP>) return reduce_cpu<OP, T>(name, l, c, x, static_cast<int64_t*>(p->y), x);
-      else return reduce_cpu<OP, T>(name, l, c, x, static_cast<T*>(p->y), x);
+      if constexpr (kArgOp<OP>) return reduce_cpu<OP, T>(name, l, c, x, static_cast<int64_t*>(p->y), nullptr, x);
+      else return reduce_cpu<OP, T>(name, l, c, x, static_cast<T*>(p->y), static_cast<int64_t*>(p->indices), x);
     });
   });
 }
@@ -193,6 +222,8 @@ tc_status tc_reduce_backward_cpu(const tc_reduce_backward_params* p) {
       constexpr int OP = decltype(k)::value;
       if constexpr (kArgOp<OP>) {
         return TC_OK;  // refused by reduce_check
+      } else if constexpr (kValueIndex<OP>) {
+        return value_index_backward_cpu(name, l, g, static_cast<const int64_t*>(p->indices), gx);
       } else {
         using Aux = AuxState<OP, A>;
         std::vector<Aux> aux;
@@ -201,7 +232,7 @@ tc_status tc_reduce_backward_cpu(const tc_reduce_backward_params* p) {
           TC_RETURN_IF_ERROR(dispatch_aux(aux_op, [&](auto a) -> tc_status {
             constexpr int AUX = decltype(a)::value;
             if constexpr (std::is_same_v<typename ReduceMath<AUX, A>::State, Aux>)
-              return reduce_cpu<AUX, T>(name, l, c, x, aux.data(), y);
+              return reduce_cpu<AUX, T>(name, l, c, x, aux.data(), nullptr, y);
             else return tc_fail(TC_ERR_INTERNAL, "%s: aux op %d does not fit", name, AUX);
           }));
         }
