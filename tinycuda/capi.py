@@ -1020,7 +1020,7 @@ def _scan_functions(name):
     stream = P("stream", P.KEYWORD_ONLY, default=None)
     forward_sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD), *rest, P("out", P.KEYWORD_ONLY, default=None),
                                      stream])
-    backward_sig = inspect.Signature([*(P(n, P.POSITIONAL_OR_KEYWORD) for n in ("grad_out", xname, saved)), *rest,
+    backward_sig = inspect.Signature([*(P(n, P.POSITIONAL_OR_KEYWORD) for n in ("grad_out", xname, "y")), *rest,
                                       P("grad_x", P.KEYWORD_ONLY, default=None), stream])
 
     def flags(op, g):

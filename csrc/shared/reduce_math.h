@@ -245,10 +245,10 @@ template <class A> struct ReduceMath<kReduceCountAbsEq, A> : CountEqMath<true, A
 
 template <int OP> constexpr bool kArgOp = OP == TC_REDUCE_ARGMAX || OP == TC_REDUCE_ARGMIN;
 // max, min: a value and its index (the params' indices)
-template <int OP> constexpr bool kValueIndex = OP == TC_REDUCE_MAX || OP == TC_REDUCE_MIN;
-inline bool reduce_value_index(int op) { return op == TC_REDUCE_MAX || op == TC_REDUCE_MIN; }
+constexpr bool reduce_value_index(int op) { return op == TC_REDUCE_MAX || op == TC_REDUCE_MIN; }
+template <int OP> constexpr bool kValueIndex = reduce_value_index(OP);
 // the slice's element number r is the row-major index over the reduced dims, an output
-inline bool reduce_indexes(int op) {
+constexpr bool reduce_indexes(int op) {
   return op == TC_REDUCE_ARGMAX || op == TC_REDUCE_ARGMIN || reduce_value_index(op);
 }
 template <int OP> constexpr bool kNeedsTarget = OP == kReduceCountEq || OP == kReduceCountAbsEq;
