@@ -173,6 +173,20 @@ def test_max_min_ties_nan_infinities(device, dt, name):
             torch.testing.assert_close(ours, theirs, rtol=0, atol=0, equal_nan=True)
             torch.testing.assert_close(gx, rgx, rtol=0, atol=0, equal_nan=True)
             assert (gx != 0).sum() <= g.numel()  # one element a slice, at most
+    # rows of 100, past the CPU's 32 lanes: ties in one lane (38, 70) behind an earlier one (33), NaNs at 90 and 50,
+    # zeros of both signs (the first, +0.0 or -0.0, is the answer)
+    sign = 1.0 if name == "max" else -1.0
+    x = torch.randn(4, 100, device=device).clamp(-2, 2)
+    x[0, [70, 38, 33]] = 3.0
+    x[1, [90, 50]] = nan
+    x[2:] = 0.0
+    x[2, [3, 64]] = -0.0
+    x[3, 0] = -0.0
+    x = (sign * x).to(dt)
+    ours, theirs = getattr(tinycuda, name)(x, 1), _ref(name)(x.cpu(), 1)
+    torch.testing.assert_close(tuple(ours), tuple(o.to(device) for o in theirs), rtol=0, atol=0, equal_nan=True)
+    assert ours.indices.tolist() == [33, 50, 0, 0]
+    assert [math.copysign(1, v) for v in ours.values[2:].tolist()] == [sign, -sign]
 
 
 @pytest.mark.parametrize("name", PAIR_OPS)
@@ -399,6 +413,24 @@ def test_cuda_max_min_every_path(name, dtype):
             torch.testing.assert_close(b, c, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{path}: {m}")
         torch.testing.assert_close(gx.cpu(), gcpu, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{path}: {m}")
         torch.testing.assert_close(gcpu, rg, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{path}: {m}")
+
+
+@requires_cuda
+@pytest.mark.large
+def test_cuda_max_min_past_2_31():
+    """A row of 2^31 + 4099 bf16 elements: indices past 2^31 (int64 all through: the segments, the merge, the
+    backward's walk), the first of two planted maxima, and the gradient at that one element alone."""
+    n = 2**31 + 4099
+    x = torch.zeros(n, dtype=torch.bfloat16, device="cuda")
+    x[n - 7] = x[n - 3] = 2.5
+    x[5] = -1.5
+    v, i = tinycuda.max(x, 0)
+    assert v.item() == 2.5 and i.item() == n - 7
+    v, i = tinycuda.min(x, 0, True)
+    assert v.shape == i.shape == (1,) and v.item() == -1.5 and i.item() == 5
+    x.requires_grad_()
+    gx = torch.autograd.grad(tinycuda.max(x, 0).values, x, torch.tensor(3.0, dtype=x.dtype, device="cuda"))[0]
+    assert gx[n - 7].item() == 3.0 and gx.count_nonzero().item() == 1
 
 
 @requires_cuda
