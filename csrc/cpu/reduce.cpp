@@ -227,8 +227,9 @@ tc_status tc_reduce_cpu(const tc_reduce_params* p) {
     const T* x = static_cast<const T*>(p->x);
     return dispatch_forward(p->op, c.kind, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
+      int64_t* indices = kValueIndex<OP> ? static_cast<int64_t*>(p->indices) : nullptr;  // unused by the others
       if constexpr (kArgOp<OP>) return reduce_cpu<OP, T>(name, l, c, x, static_cast<int64_t*>(p->y), nullptr, x);
-      else return reduce_cpu<OP, T>(name, l, c, x, static_cast<T*>(p->y), static_cast<int64_t*>(p->indices), x);
+      else return reduce_cpu<OP, T>(name, l, c, x, static_cast<T*>(p->y), indices, x);
     });
   });
 }

@@ -380,8 +380,9 @@ tc_status tc_reduce_cuda(const tc_reduce_params* p) {
     return dispatch_forward(p->op, c.kind, [&](auto k) -> tc_status {
       constexpr int OP = decltype(k)::value;
       using Out = std::conditional_t<kArgOp<OP>, int64_t, T>;
-      return launch_reduce<OP, T>(name, l, c, x, static_cast<Out*>(p->y), static_cast<int64_t*>(p->indices), x,
-                                  p->workspace, as_stream(p->stream));
+      int64_t* indices = kValueIndex<OP> ? static_cast<int64_t*>(p->indices) : nullptr;  // unused by the others
+      return launch_reduce<OP, T>(name, l, c, x, static_cast<Out*>(p->y), indices, x, p->workspace,
+                                  as_stream(p->stream));
     });
   });
 }
