@@ -141,9 +141,11 @@ def _enum(op, arg, prefix, value):
 
 
 @functools.cache
-def _dtypes():
-    """tc_dtype's dtypes as array libraries name them ('float32', ...)."""
-    return [n[3:].lower() for n in _constants("TC_") if n in ffi.typeof("tc_dtype").relements]
+def _dtypes(floating=True):
+    """tc_dtype's dtypes as array libraries name them ('float32', ...): the float ones, every family's, or
+    (floating=False) all of them, the integer ones and bool too (the families that take them: sort)."""
+    names = [n[3:].lower() for n in _constants("TC_") if n in ffi.typeof("tc_dtype").relements]
+    return [n for n in names if "float" in n] if floating else names
 
 
 @functools.cache
@@ -162,10 +164,10 @@ _dlpack = cffi.FFI()  # DLPack's DLTensor, what a "dltensor" capsule points to
 _dlpack.cdef("typedef struct { void* data; struct { int device_type, device_id; } device; int ndim; "
              "struct { uint8_t code, bits; uint16_t lanes; } dtype; int64_t* shape; int64_t* strides; "
              "uint64_t byte_offset; } DLTensor;")
-_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i4": "int32", "<i8": "int64",
-               "|b1": "bool"}
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "|i1": "int8", "<i2": "int16",
+               "<i4": "int32", "<i8": "int64", "|b1": "bool"}
 _DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
-              (0, 32): "int32", (0, 64): "int64", (6, 8): "bool"}
+              (0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64", (6, 8): "bool"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -226,14 +228,16 @@ def _view(op, name, obj):
                     f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
 
 
-def _check(op, named, strided=()):
+def _check(op, named, strided=(), floating=True):
     """Views of the arrays of named (None: left out): C-contiguous (but those named in `strided`, which the
-    kernel reads through their strides), of one supported dtype, on one device."""
+    kernel reads through their strides), of one supported dtype (a float one, or with floating=False any of
+    tc_dtype's), on one device."""
     views = {name: _view(op, name, obj) for name, obj in named.items() if obj is not None}
     name0, a0 = next(iter(views.items()))
     for name, a in views.items():
-        if a.dtype not in _dtypes():
-            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; expected one of {', '.join(_dtypes())}")
+        if a.dtype not in _dtypes(floating):
+            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; expected one of "
+                            f"{', '.join(_dtypes(floating))}")
         if not a.contiguous and name not in strided:
             raise ValueError(f"tinycuda.capi.{op}: {name} must be C-contiguous")
         if a.device != a0.device:

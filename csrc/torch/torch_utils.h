@@ -60,7 +60,13 @@ inline tc_dtype dtype_of(const at::Tensor& t) {
     case at::kHalf: return TC_FLOAT16;
     case at::kBFloat16: return TC_BFLOAT16;
     case at::kDouble: return TC_FLOAT64;
-    default: fail("dtype_of", "unreachable: dtype checked by check_args");
+    case at::kChar: return TC_INT8;
+    case at::kShort: return TC_INT16;
+    case at::kInt: return TC_INT32;
+    case at::kLong: return TC_INT64;
+    case at::kByte: return TC_UINT8;
+    case at::kBool: return TC_BOOL;
+    default: fail("dtype_of", "unreachable: dtype checked by check_args or the op's own check");
   }
 }
 
