@@ -12,6 +12,9 @@ that sums the two cancelling terms in different orders.
 float32 and float64 are compared to the float64 reference with tolerances
 that follow from the op's accumulation length.
 """
+import os
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -60,6 +63,20 @@ def pytest_collection_modifyitems(items):
         if any(_on_cuda(v) for v in params) or any(
                 m.kwargs.get("reason") == CUDA_REASON for m in item.iter_markers("skipif")):
             item.add_marker(pytest.mark.cuda)
+
+
+def assert_device_assert(op, *lines):
+    """The statements `lines` (CUDA work on a value only the device reads) stop with a device-side assert naming
+    tinycuda::<op>, as torch's kernels do, reported at the next synchronization. In a child process: the CUDA
+    context is lost after it."""
+    code = "\n".join(["import torch, tinycuda", *lines, "torch.cuda.synchronize()", "print('no error')"])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    # the device's assert line goes to the process's output, the host's error to stderr
+    assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
+    assert f"tinycuda::{op}" in r.stderr + r.stdout, (r.stdout, r.stderr)
+    assert "device-side assert" in r.stderr, r.stderr
 
 
 def max_err(a, ref):
