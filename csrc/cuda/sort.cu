@@ -390,6 +390,7 @@ radix_downsweep_kernel(RadixPass<B> a) {
         a.idx_out[row * a.io.n + to] = i;
       }
     }
+    __syncthreads();  // every thread's reads of next[] above, before it moves on
     // the tile's count of each digit (padding is digit 255's, past `valid`)
     const unsigned first = s.offset[0][tid], last = tid + 1 < kBins ? s.offset[0][tid + 1] : unsigned(valid);
     next[tid] += last - first;
