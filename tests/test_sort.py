@@ -212,10 +212,10 @@ def test_cuda_block_sort(rows, n):
     _against_cpu(torch.randn(rows, n, device="cuda"), min(n, 5), 1, True)
 
 
-# the radix sort: rows of 2 tiles (4097, 5000), 37 rows of 5 tiles, and one row of 513 tiles (> 512 chunks:
+# the radix sort: rows of 2 tiles (4097, 5000), 37 rows of 5 tiles, and one row of 257 tiles (> 256 chunks:
 # chunks of 2 tiles, a block carrying its offsets across them); every key width (1, 2, 4, 8 bytes: 1 pass, first
 # and last at once, to 8), argsort (no values: buffer B in the workspace), topk with 2k > n (the first k)
-RADIX_CASES = [(3, 4097), (2, 5000), (37, 20000), (1, 512 * 4096 + 1)]
+RADIX_CASES = [(3, 4097), (2, 5000), (37, 20000), (1, 256 * 4096 + 1)]
 
 
 @requires_cuda

@@ -31,8 +31,9 @@
 namespace {
 
 constexpr int64_t kInsertionMax = 32;
-// topk keeps a heap of its k least when k <= n / kHeapRatio, else runs nth_element over every pair
-constexpr int64_t kHeapRatio = 64;
+// topk selects when k * kSelectRatio <= n (else the radix sort's first k); it keeps a heap of its k least when
+// k * kHeapRatio <= n, else runs nth_element over every pair
+constexpr int64_t kSelectRatio = 4, kHeapRatio = 64;
 
 template <class B, class I> struct Pair {
   B key;
@@ -93,7 +94,7 @@ tc_status sort_rows(const tc_sort_params* p, KeyMap<B> m) {
   const int64_t rows = p->rows, n = p->n, k = p->k;
   const B* x = static_cast<const B*>(p->x);
   B* values = static_cast<B*>(p->values);
-  const bool select = 4 * k <= n;
+  const bool select = k * kSelectRatio <= n;
   // a few long rows: selection pieces across the threads; else whole rows a thread
   const int64_t cores = threads_for(rows * n / 4096, rows * n * 8), threads = std::min(cores, rows);
   const bool pieces = select && rows < cores;

@@ -31,7 +31,7 @@
 //         workspace.
 // radix   a segmented LSD radix sort (classic, three kernels a pass: Merrill and
 //         Grimshaw's reduce-then-scan). A row's tiles of 4096 (8 warps x 16) go
-//         in chunks of tiles_per_chunk, one block a chunk (at most 512 chunks a
+//         in chunks of tiles_per_chunk, one block a chunk (at most 256 chunks a
 //         row: one wave of blocks on an H100/H200).
 //           upsweep    the chunk's digit counts (shared-memory atomics into a
 //                      histogram a warp, summed) -> counts[row][digit][chunk]
@@ -71,6 +71,8 @@
 
 #include "kit/cuda_utils.cuh"
 #include "kit/index.cuh"
+#include "kit/prefix.cuh"
+#include "kit/reduce.cuh"
 #include "../shared/sort_math.h"
 #include "../shared/sort_plan.h"
 
@@ -83,26 +85,8 @@ constexpr int kRadixWarps = plan::kRadixThreads / 32;
 constexpr int kRadixItems = plan::kRadixItems;
 constexpr int kTile = int(plan::kRadixTile);
 
-__device__ __forceinline__ unsigned lanemask_lt() {
-  unsigned m;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
-  return m;
-}
-
 template <class B> __device__ __forceinline__ unsigned digit_of(B key, int shift) {
   return unsigned(key >> shift) & 0xffu;
-}
-
-// exclusive prefix sum across a warp; the warp's total in *total
-__device__ __forceinline__ unsigned warp_exclusive_sum(unsigned v, int lane, unsigned* total) {
-  unsigned inc = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const unsigned u = __shfl_up_sync(kFull, inc, o);
-    if (lane >= o) inc += u;
-  }
-  *total = __shfl_sync(kFull, inc, 31);
-  return inc - v;
 }
 
 // ---------------------------------------------------------------------------
@@ -471,32 +455,27 @@ select_bucket_kernel(Select<B> a, int round, int64_t rows) {
   a.state[row * 2 + 1] = need - acc;
 }
 
-// each tile's count of keys < K and == K
+// each tile's count of keys < K and == K, summed as one 64-bit word (less << 32 | equal: each at most 4096)
 template <class B>
 __global__ void __launch_bounds__(plan::kRadixThreads)
 select_count_kernel(Select<B> a) {
-  __shared__ unsigned warp_less[kRadixWarps], warp_equal[kRadixWarps];
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  __shared__ unsigned long long scratch[32];
+  const int tid = int(threadIdx.x);
   const int64_t row = int64_t(blockIdx.x) / a.tiles, t = int64_t(blockIdx.x) % a.tiles;
   const B kth = B(a.state[row * 2]);
-  unsigned less = 0, equal = 0;
+  unsigned long long counts = 0;
 #pragma unroll
   for (int i = 0; i < kRadixItems; ++i) {
     const int64_t p = t * kTile + i * plan::kRadixThreads + tid;
     if (p < a.n) {
       const B key = a.m.key(a.x[row * a.n + p]);
-      less += key < kth, equal += key == kth;
+      counts += (key < kth ? 1ull << 32 : 0ull) + (key == kth ? 1ull : 0ull);
     }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) less += __shfl_xor_sync(kFull, less, o), equal += __shfl_xor_sync(kFull, equal, o);
-  if (lane == 0) warp_less[warp] = less, warp_equal[warp] = equal;
-  __syncthreads();
+  counts = block_reduce(counts, Sum{}, 0ull, scratch, kRadixWarps);
   if (tid == 0) {
-    less = equal = 0;
-    for (int w = 0; w < kRadixWarps; ++w) less += warp_less[w], equal += warp_equal[w];
-    a.tile_counts[(row * 2) * a.tiles + t] = less;
-    a.tile_counts[(row * 2 + 1) * a.tiles + t] = equal;
+    a.tile_counts[(row * 2) * a.tiles + t] = uint32_t(counts >> 32);
+    a.tile_counts[(row * 2 + 1) * a.tiles + t] = uint32_t(counts);
   }
 }
 

@@ -7,7 +7,7 @@
 //   radix   longer rows, sort and argsort (and topk with 2k > n): a segmented
 //           LSD radix sort, 8-bit digits, a pass a key byte; tiles of kRadixTile
 //           elements, a row's tiles cut into at most kMaxChunks chunks, one
-//           block a chunk. A row of up to kMaxChunks tiles (2M elements) has a
+//           block a chunk. A row of up to kMaxChunks tiles (1M elements) has a
 //           chunk a tile ("medium rows"); a longer one (a large 1-D input) has
 //           chunks of several tiles, a block carrying its digit offsets from
 //           one tile to the next.
@@ -24,9 +24,13 @@ namespace plan {
 constexpr int64_t kBlockSortMax = 4096;
 constexpr int kRadixThreads = 256, kRadixItems = 16;
 constexpr int64_t kRadixTile = int64_t(kRadixThreads) * kRadixItems;
-// ~4 resident blocks of the downsweep on each of an H100's or H200's 132 SMs: every chunk runs in the first wave
-constexpr int64_t kMaxChunks = 512;
+// the downsweep holds 111 registers a thread (sm_90a): two blocks of 256 threads an SM, 264 on an H100's or
+// H200's 132 SMs, so 256 chunks (a long row's) all run in one wave
+constexpr int64_t kMaxChunks = 256;
 constexpr int kBins = 256;
+// topk runs the select when k * kSelectRatio <= n (past the block sort's rows): it reads x key-bytes + 2 times, the
+// radix sort moves every pair key-bytes times
+constexpr int64_t kSelectRatio = 2;
 
 enum SortKind { kSortNone, kSortBlock, kSortRadix, kSortSelect };
 
@@ -74,7 +78,7 @@ struct Sort {
 inline Sort sort(int64_t rows, int64_t n, int64_t k, size_t key_bytes, bool values) {
   Sort s;
   if (rows * k == 0) return s;
-  s.kind = n <= kBlockSortMax ? kSortBlock : 2 * k <= n ? kSortSelect : kSortRadix;
+  s.kind = n <= kBlockSortMax ? kSortBlock : k * kSelectRatio <= n ? kSortSelect : kSortRadix;
   if (s.kind == kSortBlock) return s;
   size_t at = 0;
   auto take = [&](size_t bytes) {
