@@ -345,7 +345,8 @@ def test_workspace_query_is_a_pure_function_of_the_params():
     assert so.tc_sort_workspace_size(p) == 0  # a bad call: 0, its error from the entry point
 
 
-def test_signatures_are_torchs():
+def test_signatures_and_result_types():
+    """torch's argument order, defaults and keyword-only stable; torch's named results (values, indices)."""
     import inspect
     assert str(inspect.signature(tinycuda.sort)) == "(x, dim=-1, descending=False, *, stable=False)"
     assert str(inspect.signature(tinycuda.argsort)) == "(x, dim=-1, descending=False, *, stable=False)"
