@@ -23,6 +23,7 @@ import torch
 import tinycuda.ops  # noqa: F401  (loads the kernels, registers the ops)
 from tinycuda.optable import grad_outs, noncontiguous, outputs, view  # noqa: F401  (re-exported for the family tests)
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_CUDA = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
     "tinycuda::relu", "CUDA")
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
@@ -69,10 +70,7 @@ def assert_device_assert(op, *lines):
     """The statements `lines` (CUDA work on a value only the device reads) stop with a device-side assert naming
     tinycuda::<op>, as torch's kernels do, reported at the next synchronization. In a child process: the CUDA
     context is lost after it."""
-    code = "\n".join(["import torch, tinycuda", *lines, "torch.cuda.synchronize()", "print('no error')"])
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    r = run_child("\n".join(["import torch, tinycuda", *lines, "torch.cuda.synchronize()", "print('no error')"]))
     # the device's assert line goes to the process's output, the host's error to stderr
     assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
     assert f"tinycuda::{op}" in r.stderr + r.stdout, (r.stdout, r.stderr)
@@ -186,3 +184,10 @@ def assert_drop_in_module(ours, ref, x):
             torch.nn.init.normal_(p)
         dst.load_state_dict(src.state_dict())
         torch.testing.assert_close(ours(x), ref(x))
+
+
+def run_child(code):
+    """`code` run by a fresh Python with this checkout's tinycuda (a device-side assert ends its CUDA context,
+    so the tests that provoke one do it in a child): the CompletedProcess, output captured."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)

@@ -302,6 +302,13 @@ def test_fake_refuses_more_than_8_alternating_dims():
             tinycuda.mean(torch.zeros((1, 2) * 5, device=device), dim=(0, 2, 4, 6, 8))
 
 
+def test_sum_half_accumulates_in_float32(device):
+    """4096 x 8.0 = 32768, exact in fp16. A fp16 accumulator stalls once its spacing (16 above 16384) makes
+    "+ 8" a tie that rounds back down."""
+    x = torch.full((4096,), 8.0, device=device, dtype=torch.float16)
+    assert tinycuda.sum(x).item() == 32768.0
+
+
 # ---------------------------------------------------------------------------
 # arguments: dim's forms, 0-dim tensors, the result, signatures
 
@@ -366,7 +373,8 @@ def test_result_is_contiguous_and_typed(device, dtype, name):
 # torch's schema for each op's function (aten's overload that takes dims)
 TORCH_SCHEMAS = {"mean": "mean.dim", "amax": "amax.default", "amin": "amin.default", "logsumexp": "logsumexp.default",
                  "var": "var.correction", "std": "std.correction", "vector_norm": "linalg_vector_norm.default",
-                 "argmax": "argmax.default", "argmin": "argmin.default", "prod": "prod.dim_int"}
+                 "argmax": "argmax.default", "argmin": "argmin.default", "prod": "prod.dim_int",
+                 "sum": "sum.dim_IntList"}
 # torch's defaults that mean a value: var's and std's correction None is 1
 TORCH_DEFAULTS = {("var", "correction"): 1, ("std", "correction"): 1}
 

@@ -16,7 +16,8 @@ object exposing ``__cuda_array_interface__`` or ``__dlpack__`` (torch, CuPy).
 All C-contiguous (but the x of an elementwise-family forward, sigmoid ...
 rsqrt, the a and b of add ... pow and their backwards, and the x of a
 reduce-family forward, mean ... argmin, read through their strides, and the x of
-a scan-family forward, copied C-contiguous), of one
+a scan-family forward, copied C-contiguous, and the x of permute_copy,
+transpose_copy and contiguous, read through its strides, of any dtype), of one
 dtype and device (no promotion), which picks the CPU or the
 CUDA kernel (current device, on ``stream``, default: the array
 library's current one). Outputs are new arrays of the input's type, or passed in: ``out=``
@@ -54,6 +55,16 @@ The scan family's functions (capi.cumsum ... capi.logcumsumexp, tinycuda/scan.h)
 likewise, from tc_scan_op and tc_scan_schema: capi.<op>(x, dim, *, reverse=False,
 exclusive=False), the result new and C-contiguous of x's shape;
 capi.<op>_backward(grad_out, x, y, <the same arguments>).
+
+The triangle family's functions (capi.triu, capi.tril, tinycuda/triangle.h) likewise, from tc_triangle_op and
+tc_triangle_schema: capi.<op>(x, diagonal=0), x of any dtype (its elements move by size). capi.histc and
+capi.bincount (tinycuda/histogram.h) take torch's arguments; the sizes torch reads from the data (histc's range
+when min == max, bincount's length) come from the core's range pass, read back (a sync on CUDA).
+
+The losses family's functions (capi.mse_loss ... capi.triplet_margin_loss, tinycuda/losses.h) likewise, from
+tc_loss_op and tc_loss_schema: capi.<op>(<torch.nn.functional's arguments>), the tensors of any strides, broadcast
+as torch broadcasts them (triplet_margin_loss's C-contiguous); capi.<op>_backward(grad_out, <the same arguments>,
+output_mask) returns a gradient for each operand tc_loss_grads names, at the broadcast shape.
 """
 import ast
 import ctypes
@@ -76,7 +87,8 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "sum", "sum_backward", "where", "sort", "argsort", "topk", "sort_backward"]
+           "sum", "sum_backward", "where", "permute_copy", "transpose_copy", "contiguous", "histc", "bincount",
+           "sort", "argsort", "topk", "sort_backward"]
 
 
 class CapiError(RuntimeError):
@@ -164,10 +176,12 @@ _dlpack = cffi.FFI()  # DLPack's DLTensor, what a "dltensor" capsule points to
 _dlpack.cdef("typedef struct { void* data; struct { int device_type, device_id; } device; int ndim; "
              "struct { uint8_t code, bits; uint16_t lanes; } dtype; int64_t* shape; int64_t* strides; "
              "uint64_t byte_offset; } DLTensor;")
-_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "|i1": "int8", "<i2": "int16",
-               "<i4": "int32", "<i8": "int64", "|b1": "bool"}
+_CAI_DTYPES = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8", "<i4": "int32", "<i8": "int64",
+               "|b1": "bool", "|i1": "int8", "<i2": "int16", "<u2": "uint16", "<u4": "uint32", "<u8": "uint64",
+               "<c8": "complex64", "<c16": "complex128"}
 _DL_DTYPES = {(2, 32): "float32", (2, 16): "float16", (2, 64): "float64", (4, 16): "bfloat16", (1, 8): "uint8",
-              (0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64", (6, 8): "bool"}
+              (0, 32): "int32", (0, 64): "int64", (6, 8): "bool", (0, 8): "int8", (0, 16): "int16", (1, 16): "uint16",
+              (1, 32): "uint32", (1, 64): "uint64", (5, 64): "complex64", (5, 128): "complex128"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
@@ -175,10 +189,10 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.p
 class _Array:
     """What the C call needs from one array argument; `keep` holds it alive.
     strides: in elements (any sign, 0 for a broadcast dim), None where the
-    array's are not whole elements."""
+    array's are not whole elements; itemsize: an element's bytes."""
 
-    def __init__(self, src, ptr, shape, dtype, device, strides, keep=None):
-        self.src, self.ptr, self.shape, self.dtype = src, ptr, tuple(shape), dtype
+    def __init__(self, src, ptr, shape, dtype, itemsize, device, strides, keep=None):
+        self.src, self.ptr, self.shape, self.dtype, self.itemsize = src, ptr, tuple(shape), dtype, itemsize
         self.device, self.keep = device, keep
         self.strides = None if strides is None else tuple(strides)
         self.size = math.prod(self.shape)
@@ -198,7 +212,8 @@ def _elements(byte_strides, itemsize):
 
 def _view(op, name, obj):
     if isinstance(obj, np.ndarray):
-        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, "cpu", _elements(obj.strides, obj.itemsize))
+        return _Array(obj, obj.ctypes.data, obj.shape, obj.dtype.name, obj.itemsize, "cpu",
+                      _elements(obj.strides, obj.itemsize))
     cai = None
     if hasattr(obj, "__cuda_array_interface__"):
         try:
@@ -213,7 +228,7 @@ def _view(op, name, obj):
         itemsize = int(cai["typestr"][2:]) if cai["typestr"][2:].isdigit() else 1
         strides = cai.get("strides")  # None: C-contiguous
         strides = _c_strides(cai["shape"]) if strides is None else _elements(strides, itemsize)
-        return _Array(obj, cai["data"][0], cai["shape"], dtype, "cuda", strides)
+        return _Array(obj, cai["data"][0], cai["shape"], dtype, itemsize, "cuda", strides)
     if hasattr(obj, "__dlpack__"):
         capsule = obj.__dlpack__()
         t = _dlpack.cast("DLTensor*", _capsule_pointer(capsule, b"dltensor"))
@@ -223,7 +238,7 @@ def _view(op, name, obj):
         strides = [t.strides[i] for i in range(t.ndim)] if t.strides != _dlpack.NULL else _c_strides(shape)
         device = {1: "cpu", 2: "cuda"}.get(t.device.device_type, f"dlpack-device-{t.device.device_type}")
         ptr = int(_dlpack.cast("uintptr_t", t.data)) + t.byte_offset
-        return _Array(obj, ptr, shape, dtype, device, strides, keep=capsule)
+        return _Array(obj, ptr, shape, dtype, t.dtype.bits * t.dtype.lanes // 8, device, strides, keep=capsule)
     raise TypeError(f"tinycuda.capi.{op}: {name} must be a NumPy array or a CUDA array "
                     f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
 
@@ -266,10 +281,11 @@ def _xp(obj, device="cpu"):
 
 
 def _empty(op, like, shape, dtype=None):
-    """A new contiguous array of like's kind and device; dtype a name (default: like's)."""
+    """A new contiguous array of like's kind and device; dtype a name (default: like's, which a torch tensor
+    keeps whatever it is called: "<i2" from __cuda_array_interface__)."""
     xp = _xp(like.src, like.device)
     if xp.__name__ == "torch":
-        return like.src.new_empty(shape, dtype=getattr(xp, dtype) if dtype else None)
+        return like.src.new_empty(shape, dtype=getattr(xp, dtype) if dtype and dtype != like.dtype else None)
     return xp.empty(shape, dtype=dtype or like.dtype)
 
 
@@ -327,9 +343,10 @@ def _acc(v):
 def _call(op, like, /, stream=None, entry=None, **fields):
     """Runs tc_<entry>_cpu or _cuda (entry: op by default) on like's device with
     its params struct filled from `fields` (an array view becomes a pointer,
-    None NULL, a string the header's constant of that name), dtype and stream
-    from `like`, and on CUDA the workspace when tc_<entry>_workspace_size is declared. op and like are
-    positional-only: a struct may have a field named op (tc_unary_params)."""
+    None NULL, a string the header's constant of that name), dtype (where the
+    struct has one) and stream from `like`, and on CUDA the workspace when
+    tc_<entry>_workspace_size is declared. op and like are positional-only: a
+    struct may have a field named op (tc_unary_params)."""
     fn, ptype, types, workspace_size = _entry(entry or op, "cuda" if like.device == "cuda" else "cpu")
     p = ffi.new(ptype)
     for name, value in fields.items():
@@ -341,7 +358,8 @@ def _call(op, like, /, stream=None, entry=None, **fields):
                 raise ValueError(f"tinycuda.capi.{op}: {name} must be an int or a TC_* constant, got {value!r}")
             value = getattr(lib(), value)
         setattr(p, name, ffi.NULL if value is None else ffi.cast(t, value) if t.kind == "pointer" else value)
-    p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
+    if "dtype" in types and like.dtype in _dtypes(floating=False):  # a copy's params take an itemsize instead
+        p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
     p.stream = ffi.cast("void*", _stream(like, stream))
     if workspace_size is not None and like.device == "cuda" and (nbytes := workspace_size(p)):
         p.workspace_bytes = nbytes
@@ -455,14 +473,22 @@ _UNARY = _build.unary_ops()
 _BINARY = _build.binary_ops()
 _REDUCE = _build.op_names("tc_reduce_op")
 _SCAN = _build.op_names("tc_scan_op")
-__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN for f in (name, name + "_backward")]
+_TRIANGLE = _build.op_names("tc_triangle_op")  # no _backward: triu's gradient is triu
+_LOSS = _build.op_names("tc_loss_op")
+__all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN + _LOSS for f in (name, name + "_backward")]
+__all__ += _TRIANGLE
 
 
 def __getattr__(name):
-    """capi.<op> and capi.<op>_backward of the elementwise, reduce and scan families, made on first use."""
+    """capi.<op> and capi.<op>_backward of the elementwise, reduce, scan and losses families, and capi.<op> of
+    the triangle family, made on first use."""
+    if name in _TRIANGLE:
+        globals()[name] = _triangle_function(name)
+        return globals()[name]
     op = name.removesuffix("_backward")
     make = (_unary_functions if op in _UNARY else _binary_functions if op in _BINARY
-            else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN else None)
+            else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN
+            else _loss_functions if op in _LOSS else None)
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     forward, backward = make(op)
@@ -1013,6 +1039,262 @@ def _scan_functions(name):
 
 
 # ---------------------------------------------------------------------------
+# the triangle family: triu, tril (tinycuda/triangle.h), made from the core's op list
+
+def _triangle_function(name):
+    """capi.<name> of a triangle op, with the schema's arguments and defaults (diagonal); any dtype."""
+    so = lib()
+    index = getattr(so, "TC_TRIANGLE_" + name.upper())
+    text = _text(so.tc_triangle_schema(index))
+    schema_name, args = _parse_schema(text)
+    if schema_name != name or [n for _, n, *_ in args[1:]] != ["diagonal"]:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_TRIANGLE_{name.upper()} is {text!r}, not "
+                           f"{name}(Tensor x, int diagonal): the headers and the library disagree")
+    xname = args[0][1]
+    P = inspect.Parameter
+    sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD),
+                             *(P(n, P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, _ in args[1:]),
+                             P("out", P.KEYWORD_ONLY, default=None), P("stream", P.KEYWORD_ONLY, default=None)])
+
+    def forward(*a, **kw):
+        g = _bind(name, sig, a, kw)
+        diagonal = g["diagonal"]
+        if not isinstance(diagonal, numbers.Integral) or isinstance(diagonal, bool):
+            raise TypeError(f"tinycuda.capi.{name}: diagonal must be an int, got {diagonal!r}")
+        v = _view(name, xname, g[xname])
+        if len(v.shape) < 2:
+            raise ValueError(f"tinycuda.capi.{name}: x must have at least 2 dims, got {len(v.shape)}")
+        if not v.contiguous:  # the kernels read [batch, rows, cols] contiguous, as the torch layer's copy
+            v = _view(name, xname, _contiguous(v))
+        y, yv = _array(name, "out", g["out"], v, v.shape)
+        _call(name, v, g["stream"], "triangle", op=index, batch=math.prod(v.shape[:-2]), rows=v.shape[-2],
+              cols=v.shape[-1], diagonal=int(diagonal), elem_bytes=v.itemsize, x=v, y=yv)
+        return y
+
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. x: an array of any dtype (its elements move "
+        f"by their size) and at least 2 dims, any strides (read from a C-contiguous copy when it is not one). out: "
+        f"C-contiguous, of x's shape and dtype.")
+    forward.__name__ = forward.__qualname__ = name
+    forward.__signature__ = sig
+    return forward
+
+
+# ---------------------------------------------------------------------------
+# the histogram family: histc, bincount (tinycuda/histogram.h)
+
+_INTEGERS = ("uint8", "int8", "int16", "int32", "int64")
+
+
+def _data_range(op, v, stream):
+    """[min, max] of the array of view v (the range pass; an int64 v's as ints), read back: a sync on CUDA."""
+    ints = v.dtype == "int64"
+    out, ov = _array(op, "range", None, v, (2,), "int64" if ints else "float64")
+    _call(op, v, stream, "histogram_range", x_int64=int(ints), n=v.size, x=v, out=ov)
+    return out.tolist()
+
+
+def histc(x, bins=100, min=0, max=0, *, out=None, stream=None):
+    """torch.histc: the counts of x's values in `bins` equal bins over [min, max], in x's dtype; min == max: the
+    data's range (read back: a sync on CUDA), widened by 1 each way where it is one value, as the torch layer
+    (csrc/torch/histogram.cpp). x: any shape and strides (a C-contiguous copy when it is not one)."""
+    op = "histc"
+    v = _check(op, {"x": x}, strided=("x",))["x"]
+    if not v.contiguous:
+        v = _check(op, {"x": _contiguous(v)})["x"]
+    if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins <= 0:
+        raise ValueError(f"tinycuda.capi.{op}: bins must be an int > 0, got {bins!r}")
+    lo, hi = float(min), float(max)
+    if lo == hi and v.size:
+        lo, hi = _data_range(op, v, stream)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    res, rv = _array(op, "out", out, v, (bins,))
+    _call(op, v, stream, n=v.size, bins=bins, min=lo, max=hi, x=v, out=rv)  # the core checks the range
+    return res
+
+
+def bincount(x, weights=None, minlength=0, *, out=None, stream=None):
+    """torch.bincount: how often each value of the 1-D non-negative integer x occurs (int64), or the sum of its
+    weights (float32 weights: float32; any other: converted to float64, as torch), max(max(x) + 1, minlength)
+    long (the range pass, read back: a sync on CUDA); an empty x gives int64 zeros of minlength."""
+    op = "bincount"
+    v = _view(op, "x", x)
+    if v.dtype not in _INTEGERS or len(v.shape) != 1:
+        raise TypeError(f"tinycuda.capi.{op}: x must be a 1-D array of {', '.join(_INTEGERS)}, got {v.dtype} of "
+                        f"shape {v.shape}")
+    if not isinstance(minlength, numbers.Integral) or minlength < 0:
+        raise ValueError(f"tinycuda.capi.{op}: minlength must be an int >= 0, got {minlength!r}")
+    if v.dtype != "int64" or not v.contiguous:
+        v = _view(op, "x", _astype(_contiguous(v), "int64"))
+    w = None
+    if weights is not None:
+        w = _view(op, "weights", weights)
+        if w.shape != v.shape or w.device != v.device:
+            raise ValueError(f"tinycuda.capi.{op}: weights must be a 1-D {v.device} array as long as x "
+                             f"({v.shape[0]}), got shape {w.shape} on {w.device}")
+        if w.dtype != "float32" or not w.contiguous:
+            w = _view(op, "weights", _astype(_contiguous(w), "float64" if w.dtype != "float32" else w.dtype))
+    if v.size == 0:
+        w, bins = None, minlength  # torch's int64 zeros, weights or not
+    else:
+        lo, hi = _data_range(op, v, stream)
+        if v.device == "cuda" and lo < 0:
+            raise ValueError(f"tinycuda.capi.{op}: x must be non-negative, got {lo} (its minimum)")
+        bins = max(hi + 1, minlength, 1)
+    like = v if w is None else w
+    res, rv = _array(op, "out", out, like, (bins,), "int64" if w is None else None)
+    _call(op, like, stream, n=v.size, bins=bins, x=v, weights=w, out=rv)
+    return res
+
+
+# ---------------------------------------------------------------------------
+# the losses family: mse_loss ... triplet_margin_loss (tinycuda/losses.h), made from the core's op list
+
+def _loss_shape(op, rule, views):
+    """The broadcast shape of views ({name: view}, the first the op's input), checked as tc_loss_shape's rule
+    says: the torch layer's rule and words (csrc/torch/losses.cpp)."""
+    so = lib()
+    (first, x) = next(iter(views.items()))
+    said = ", ".join(f"{n} has shape {list(v.shape)}" for n, v in views.items())
+    for k, (n, v) in enumerate(views.items()):
+        if rule in (so.TC_LOSS_SHAPE_SAME_NDIM, so.TC_LOSS_SHAPE_ROWS) and len(v.shape) != len(x.shape):
+            raise ValueError(f"tinycuda.capi.{op}: every tensor must have as many dims as {first}: {said}")
+        if (rule == so.TC_LOSS_SHAPE_ROWS or (rule == so.TC_LOSS_SHAPE_TARGET_AS_INPUT and k == 1)) \
+                and v.shape != x.shape:
+            raise ValueError(f"tinycuda.capi.{op}: {n} must have {first}'s shape {list(x.shape)}, got {list(v.shape)}")
+        if rule == so.TC_LOSS_SHAPE_TARGET_AS_INPUT and k > 1 and not (  # torch scales the loss in place
+                len(v.shape) <= len(x.shape) and all(s in (1, x.shape[d - len(v.shape)]) for d, s in enumerate(v.shape))):
+            raise ValueError(f"tinycuda.capi.{op}: {n} has shape {list(v.shape)}, which does not broadcast to "
+                             f"{first}'s shape {list(x.shape)}")
+    nd = max(len(v.shape) for v in views.values())
+    if nd > 8:
+        raise ValueError(f"tinycuda.capi.{op}: at most 8 dims, got {nd}")
+    shape = [1] * nd
+    for v in views.values():
+        for d, m in enumerate(v.shape, nd - len(v.shape)):
+            if m != shape[d] and 1 not in (m, shape[d]):
+                raise ValueError(f"tinycuda.capi.{op}: {said}, which do not broadcast")
+            shape[d] = m if shape[d] == 1 else shape[d]
+    return tuple(shape)
+
+
+def _loss_reduction(op, index, g):
+    """The params' reduction: torch's legacy one where size_average or reduce is given, else reduction's."""
+    name, legacy = g["reduction"], [g.get(k) for k in ("size_average", "reduce")]
+    if any(f is not None for f in legacy):
+        if name == "batchmean":
+            raise ValueError(f"tinycuda.capi.{op}: reduction='batchmean' cannot go with size_average or reduce "
+                             f"(torch divides their legacy reduction by the batch): give reduction alone")
+        mean, total = (True if f is None else bool(f) for f in legacy)
+        name = "mean" if mean and total else "sum" if total else "none"
+    if not isinstance(name, str):
+        raise TypeError(f"tinycuda.capi.{op}: reduction must be a str, got {name!r}")
+    r = ffi.new("tc_loss_reduction*")
+    if lib().tc_loss_parse_reduction(index, name.encode(), r) != 0:
+        raise ValueError(f"tinycuda.capi.{op}: {_text(lib().tc_last_error()).split(': ', 1)[1]}")
+    return r[0]
+
+
+def _loss_functions(name):
+    """(capi.<name>, capi.<name>_backward) of a loss, with the schema's arguments and defaults: the tensors are the
+    params' operands in schema order; the options are read by name, as the torch layer reads them."""
+    so = lib()
+    index = getattr(so, "TC_LOSS_" + name.upper())
+    text = _text(so.tc_loss_schema(index))
+    schema_name, args = _parse_schema(text)
+    if schema_name != name:
+        raise RuntimeError(f"tinycuda.capi: the library's schema of TC_LOSS_{name.upper()} names op {schema_name!r}: "
+                           f"the headers and the library disagree")
+    tensors = [n for typ, n, *_ in args if typ.startswith("Tensor")]
+    grads = [n for k, n in enumerate(tensors) if so.tc_loss_grads(index) >> k & 1]
+    rule = so.tc_loss_shape(index)
+    P = inspect.Parameter
+    params = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in args]
+    stream = P("stream", P.KEYWORD_ONLY, default=None)
+    forward_sig = inspect.Signature([*params, P("out", P.KEYWORD_ONLY, default=None), stream])
+    backward_sig = inspect.Signature([P("grad_out", P.POSITIONAL_OR_KEYWORD), *params,
+                                      P("output_mask", P.POSITIONAL_OR_KEYWORD, default=(True,) * len(grads)),
+                                      *(P("grad_" + n, P.KEYWORD_ONLY, default=None) for n in grads), stream])
+
+    def prepare(op, g, extra=None):
+        """(the input's view, the broadcast shape, the result's shape, the params' fields)."""
+        given = {n: g[n] for n in tensors if g[n] is not None}
+        v = _check(op, {**given, **(extra or {})}, strided=() if rule == so.TC_LOSS_SHAPE_ROWS else tuple(given))
+        views = {n: v[n] for n in given}
+        shape = _loss_shape(op, rule, views)
+        x = views[tensors[0]]
+        reduction = _loss_reduction(op, index, g)
+        nd, operands, strides = len(shape), [ffi.NULL] * 4, [[0] * 8 for _ in range(4)]
+        for k, n in enumerate(tensors):
+            if n not in views:
+                continue
+            a = views[n] if views[n].strides is not None else _view(op, n, _contiguous(views[n]))
+            lead = nd - len(a.shape)
+            operands[k] = ffi.cast("void*", a.ptr)
+            for d in range(lead, nd):
+                strides[k][d] = 0 if a.shape[d - lead] == 1 else a.strides[d - lead]
+            views[n] = a  # alive until the call
+        out = () if reduction != so.TC_LOSS_REDUCTION_NONE else shape[:-1] if rule == so.TC_LOSS_SHAPE_ROWS else shape
+        try:
+            options = {n: float(g[n]) for n in ("beta", "delta", "margin", "p", "eps") if n in g}
+        except (TypeError, ValueError):
+            raise TypeError(f"tinycuda.capi.{op}: " + ", ".join(
+                f"{n} must be a float, got {g[n]!r}" for n in ("beta", "delta", "margin", "p", "eps") if n in g
+                and not isinstance(g[n], numbers.Real))) from None
+        for n in ("swap", "log_target"):
+            if n in g:
+                if not isinstance(g[n], (bool, np.bool_)):
+                    raise TypeError(f"tinycuda.capi.{op}: {n} must be a bool, got {g[n]!r}")
+                options[n] = int(g[n])
+        fields = dict(op=index, reduction=reduction, batch=x.shape[0] if x.shape else 1, ndim=nd, sizes=list(shape),
+                      operands=operands, strides=strides, **options)
+        return x, views, shape, out, fields
+
+    def forward(*args, **kwargs):
+        g = _bind(name, forward_sig, args, kwargs)
+        x, views, shape, out, fields = prepare(name, g)
+        y, yv = _array(name, "out", g["out"], x, out)
+        _call(name, x, g["stream"], "loss", **fields, out=yv)
+        return y
+
+    def backward(*args, **kwargs):
+        op = name + "_backward"
+        g = _bind(op, backward_sig, args, kwargs)
+        x, views, shape, out, fields = prepare(op, g, {"grad_out": g["grad_out"]})
+        gv = _view(op, "grad_out", g["grad_out"])  # checked by prepare: C-contiguous, the input's dtype and device
+        if gv.shape != out:
+            raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {list(out)}, got {list(gv.shape)}")
+        mask = tuple(g["output_mask"])
+        if len(mask) != len(grads):
+            raise ValueError(f"tinycuda.capi.{op}: output_mask must have {len(grads)} entries, got {mask!r}")
+        res, ptrs = [], [ffi.NULL] * 4
+        for n, want in zip(grads, mask):
+            if not want and g["grad_" + n] is not None:
+                raise ValueError(f"tinycuda.capi.{op}: grad_{n} is given but output_mask skips it")
+            arr, av = _array(op, "grad_" + n, g["grad_" + n], x, shape) if want else (None, None)
+            res.append(arr)
+            if want:
+                ptrs[tensors.index(n)] = ffi.cast("void*", av.ptr)
+        _call(op, x, g["stream"], "loss_backward", **fields, grad_out=gv, grads=ptrs)
+        return res[0] if len(res) == 1 else tuple(res)
+
+    forward.__doc__ = (
+        f"tinycuda.{name} through the C ABI, the core's schema {text}. The tensors: arrays of one dtype and "
+        f"device, of any strides (read in place{'; here C-contiguous' if rule == so.TC_LOSS_SHAPE_ROWS else ''}), "
+        f"broadcast as torch broadcasts them. out: C-contiguous, the loss of each element (reduction='none') or "
+        f"one value.")
+    backward.__doc__ = (
+        f"The gradients of {name} ({', '.join(grads)}) for grad_out (C-contiguous, of the result's shape), with the "
+        f"forward's arguments, each C-contiguous at the broadcast shape (the caller sums it over its operand's "
+        f"broadcast dims); output_mask picks them, a skipped one is None.")
+    for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__signature__ = sig
+    return forward, backward
+
+
+# ---------------------------------------------------------------------------
 # the sort family: sort, argsort, topk and sort_backward along one dim (tinycuda/sort.h)
 
 def _sort_dim(op, shape, dim):
@@ -1157,7 +1439,71 @@ def softmax_backward(grad_out, out, dim=-1, log=False, *, grad_x=None, stream=No
 
 
 # ---------------------------------------------------------------------------
-# linear, sum
+# the transpose family: permute_copy, transpose_copy, contiguous (tinycuda/transpose.h)
+
+def _itemsize(op, v):
+    """Bytes an element of view v: a copy moves bytes, whatever they hold."""
+    try:
+        return 2 if v.dtype == "bfloat16" else np.dtype(v.dtype).itemsize
+    except TypeError:
+        raise TypeError(f"tinycuda.capi.{op}: x has dtype {v.dtype}, whose element size is unknown") from None
+
+
+def _permute(op, x, order, algo, out, stream):
+    """y = x's view permuted by order (each dim once, wrapped), C-contiguous, through the core's permute_copy;
+    x read in place through its strides (any sign)."""
+    v = _view(op, "x", x)
+    if v.strides is None:
+        raise ValueError(f"tinycuda.capi.{op}: x's strides are not whole elements")
+    y, yv = _array(op, "out", out, v, [v.shape[d] for d in order])
+    big = [d for d in order if v.shape[d] != 1]  # a unit dim steps nowhere: the core's 8 dims are for the others
+    if v.size == 0:
+        return y
+    if len(big) > 8:
+        raise ValueError(f"tinycuda.capi.{op}: at most 8 dims of size > 1, got {len(big)}")
+    _call(op, v, stream, "permute_copy", itemsize=_itemsize(op, v), ndim=len(big), sizes=[v.shape[d] for d in big],
+          x_strides=[v.strides[d] for d in big], x=v, y=yv, algo=algo)
+    return y
+
+
+def _wrap(op, arg, dim, nd):
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"tinycuda.capi.{op}: {arg} must be an int, got {dim!r}")
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise ValueError(f"tinycuda.capi.{op}: {arg} {dim} is out of range for a tensor of {nd} dims")
+    return dim % nd if nd else 0
+
+
+def permute_copy(x, dims, *, algo=0, out=None, stream=None):
+    """x.permute(dims), C-contiguous, in one copy; x any strides and dtype."""
+    op = "permute_copy"
+    nd = len(_view(op, "x", x).shape)
+    if len(dims) != nd:
+        raise ValueError(f"tinycuda.capi.{op}: dims must list each of x's {nd} dims once, got {len(dims)} dims")
+    order = [_wrap(op, "dims entry", d, nd) for d in dims]
+    if len(set(order)) != nd:
+        raise ValueError(f"tinycuda.capi.{op}: dims repeats a dim: {list(dims)}")
+    return _permute(op, x, order, algo, out, stream)
+
+
+def transpose_copy(x, dim0, dim1, *, algo=0, out=None, stream=None):
+    """x with dims dim0 and dim1 swapped, C-contiguous, in one copy; x any strides and dtype."""
+    op = "transpose_copy"
+    nd = len(_view(op, "x", x).shape)
+    d0, d1 = _wrap(op, "dim0", dim0, nd), _wrap(op, "dim1", dim1, nd)
+    return _permute(op, x, [d1 if d == d0 else d0 if d == d1 else d for d in range(nd)], algo, out, stream)
+
+
+def contiguous(x, *, out=None, stream=None):
+    """x itself if C-contiguous (and no out given), else its C-contiguous copy (NumPy's ascontiguousarray)."""
+    v = _view("contiguous", "x", x)
+    if v.contiguous and out is None:
+        return x
+    return _permute("contiguous", x, list(range(len(v.shape))), 0, out, stream)
+
+
+# ---------------------------------------------------------------------------
+# linear
 
 def _linear_dims(op, v):
     x, w = v["x"], v["weight"]
@@ -1241,42 +1587,6 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stre
     _call(op, va, stream, batch=batch, M=M, N=N, K=K, a=va, a_stride=sa, b=vb, b_stride=sb, bias=None, c=cv,
           algo=algo)
     return c
-
-
-def _sum_view(op, shape, dim, keepdim):
-    """(outer, reduce, inner, result shape) of a sum over dim (None: all)."""
-    nd = len(shape)
-    if dim is None:
-        return 1, math.prod(shape), 1, ((1,) * nd if keepdim else ())
-    if not -max(nd, 1) <= dim < max(nd, 1):
-        raise ValueError(f"tinycuda.capi.{op}: dim {dim} is out of range for {nd} dims")
-    if nd == 0:
-        return 1, 1, 1, ()
-    d = dim % nd
-    out = tuple(1 if i == d else s for i, s in enumerate(shape) if keepdim or i != d)
-    return math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]), out
-
-
-def sum(x, dim=None, keepdim=False, *, out=None, stream=None):  # noqa: A001
-    """Sum of all elements (dim=None) or over one dim, float32 accumulation (float64 for float64)."""
-    op = "sum"
-    v = _check(op, {"x": x})["x"]
-    outer, red, inner, shape = _sum_view(op, v.shape, dim, keepdim)
-    y, yv = _array(op, "out", out, v, shape)
-    _call(op, v, stream, outer=outer, reduce=red, inner=inner, x=v, y=yv)
-    return y
-
-
-def sum_backward(grad_out, input_shape, dim=None, keepdim=False, *, grad_x=None, stream=None):
-    """grad_out broadcast back to input_shape over the summed dim(s)."""
-    op = "sum_backward"
-    v = _check(op, {"grad_out": grad_out})["grad_out"]
-    outer, red, inner, out_shape = _sum_view(op, tuple(input_shape), dim, keepdim)
-    if v.shape != out_shape:
-        raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {out_shape}, got {v.shape}")
-    gx, gv = _array(op, "grad_x", grad_x, v, tuple(input_shape))
-    _call(op, v, stream, outer=outer, reduce=red, inner=inner, grad_y=v, grad_x=gv)
-    return gx
 
 
 # ---------------------------------------------------------------------------
@@ -1445,11 +1755,12 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
             grad_weight += grad_weight_c
         if bias is not None:
             grad_bias += gb
-    loss = row_loss if red == lib().TC_REDUCTION_NONE else sum(row_loss)
+    total = globals().get("sum") or __getattr__("sum")  # capi.sum, made on first use (not the builtin)
+    loss = row_loss if red == lib().TC_REDUCTION_NONE else total(row_loss)
     if mean:
         with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch
             if z_rows_w is not None:
-                loss = sum(row_loss - z_rows_w) / w_valid + sum(z_rows_w) / _astype(n_valid, acc)
+                loss = total(row_loss - z_rows_w) / w_valid + total(z_rows_w) / _astype(n_valid, acc)
             else:
                 loss = loss / (_astype(n_valid, acc) if w_valid is None else w_valid)
     loss = _astype(loss, h.dtype)

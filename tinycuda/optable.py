@@ -18,6 +18,7 @@ Importing this module loads the kernels (tinycuda.ops) and nothing else:
 no pytest, no NumPy.
 """
 import importlib
+import inspect
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -789,42 +790,11 @@ def _log_softmax_errors():
     return [_not_float("log_softmax", ops.log_softmax, make=lambda: torch.ones(3, dtype=torch.long))]
 
 
-SUM_CASES = [  # (shape, dim)
-    ((0,), None), ((1,), None), ((7,), None), ((4097,), None), ((100003,), None), ((3, 0), None),
-    ((), None), ((), 0), ((5, 33), 0), ((5, 33), 1), ((5, 33), -1), ((2, 3, 4097), 1),
-    ((2, 3, 4097), 2), ((1000, 7), 0), ((4, 0, 3), 1), ((4, 0, 3), 0), ((33, 1, 65), 1),
-    ((20000, 3), 0), ((3, 70001), 1),
-]
-
-
-def _sum_samples(device, dtype):
-    for shape, dim in SUM_CASES:
-        x = randn(shape, device, dtype)
-        for keepdim in (False, True):
-            yield from _layouts(lambda lay: ((view(x, lay), dim, keepdim), {}),
-                                f"{_shape_id(shape)}-dim{dim}-keepdim{keepdim}")
-
-
-def _sum_ref(x, dim=None, keepdim=False):
-    if dim is not None:
-        return torch.sum(x, dim, keepdim)
-    return torch.sum(x).reshape((1,) * x.dim()) if keepdim else torch.sum(x)
-
-
-def _sum_errors():
-    return [
-        ErrorCase(r"tinycuda::sum: dim 2 is out of range for a tensor of 2 dims", ops.sum, (torch.randn(3, 4), 2)),
-        _not_float("sum", ops.sum, got="Bool", make=lambda: torch.ones(3, dtype=torch.bool)),
-        ErrorCase(r"tinycuda::sum_backward: grad_out must have shape \[4\]", torch.ops.tinycuda.sum_backward,
-                  (torch.randn(3), [3, 4], 0, False)),
-    ]
-
-
 # ---------------------------------------------------------------------------
 # the reduce family: mean ... prod, one entry each (the op list is the core's: tc_reduce_op)
 
 def _prod_ref(x, dim=None, keepdim=False):
-    """torch.prod, whose dim takes no None: every dim then (as _sum_ref's)."""
+    """torch.prod, whose dim takes no None: every dim then."""
     if dim is not None:
         return torch.prod(x, dim, keepdim)
     return torch.prod(x).reshape((1,) * x.dim()) if keepdim else torch.prod(x)
@@ -900,6 +870,8 @@ REDUCE = {
     # float32 products of up to 35000 factors: relative error ~ sqrt(n) eps / 2 (its gradient y / x the same);
     # an empty slice's is 1; zeros (one in a slice: the others' product; two: 0) are test_reduce's
     "prod": _Reduce(_prod_ref, _near_one, one_dim=True, finite=lambda kw, n: True, rtol=5e-5),
+    # float32 sums of up to 12000 randn terms: atol ~ sqrt(n) eps |x| (mean's divides it by n)
+    "sum": _Reduce(torch.sum, atol=2e-4),
 }
 
 _EVERY = "every"  # a case's dims: every dim, as the op's schema spells it (_Reduce.every_dim)
@@ -1023,14 +995,33 @@ def _reduce_op_bench(name):
 
 def _reduce_bytes(name):
     """fwd reads x and writes y (int64 indices for argmax, argmin); bwd reads grad_y, x and y (mean's: grad_y
-    alone) and writes grad_x. What a backward reduces first into its workspace (var's mean, amax's tie
+    alone, sum's too) and writes grad_x. What a backward reduces first into its workspace (var's mean, amax's tie
     counts), a second read of x, is not counted."""
     def cost(shape, mode, s):
         n, m = math.prod(shape), shape[0] * shape[2]
         fwd = n * s + m * (s if _has_backward(name) else 8)
-        bwd = (m + n if name == "mean" else 2 * m + 2 * n) * s
+        bwd = (m + n if name in ("mean", "sum") else 2 * m + 2 * n) * s
         return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
     return cost
+
+
+def _sum_backward_samples(device, dtype):
+    """tinycuda::sum_backward called directly (sum's autograd returns grad_out expanded, no kernel): every dim,
+    one dim, two strided dims, an empty slice; grad_out strided or not."""
+    for shape, dims in (((7,), None), ((5, 33), 1), ((2, 3, 4097), (0, 2)), ((3, 0), 0)):
+        x = randn(shape, device, dtype)
+        for keepdim in (False, True):
+            y = torch.sum(x, dims, keepdim)
+            g = randn(y.shape, device, dtype)
+            for layout in ("contig", "strided"):
+                yield Sample(f"{_shape_id(shape)}-dim{dims}-keepdim{keepdim}-{layout}", (view(g, layout), x, y),
+                             {"dim": dims, "keepdim": keepdim}, grad=())
+
+
+def _sum_backward_ref(grad_out, x, y, dim=None, keepdim=False):
+    reduced = range(x.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    mask = {d % max(x.dim(), 1) for d in reduced}
+    return grad_out.reshape([1 if d in mask else n for d, n in enumerate(x.shape)]).expand(x.shape).contiguous()
 
 
 # (outer, reduced, inner), as _reduce_op_bench makes them: a full reduction, rows, columns; "all" adds many
@@ -1183,6 +1174,517 @@ SCAN_SHAPES = {"small": [(1, 2**26, 1), (8192, 8192, 1), (1, 8192, 8192)],
 
 
 # ---------------------------------------------------------------------------
+# the transpose family: permute_copy, transpose_copy, contiguous (copies: exact in every dtype)
+
+# (shape, dims): 0-dim, empty, one element, 1-D; 2-D transposes with edge tiles (5 x 33, 33 x 65) and whole ones
+# (64 x 128: CUDA's packed units); a unit dim (a copy); 3-D permutations through the tile (k and c the swapped
+# dims, the third a batch) and the row copy (1, 0, 2), negative dims; the attention layout [B, S, H, D] ->
+# [B, H, S, D] (rows of D) and a permutation moving D (a tile); 5-D with a unit dim
+PERMUTE_CASES = [((), []), ((0,), [0]), ((3, 0, 5), [2, 0, 1]), ((1,), [0]), ((7,), [-1]), ((5, 33), [1, 0]),
+                 ((33, 65), [1, 0]), ((64, 128), [1, 0]), ((1, 9), [1, 0]), ((3, 4, 5), [0, 2, 1]),
+                 ((3, 4, 5), [2, 0, 1]), ((3, 4, 5), [1, 0, 2]), ((4, 6, 7), [-1, 0, -2]), ((2, 5, 3, 8), [0, 2, 1, 3]),
+                 ((2, 5, 3, 8), [0, 2, 3, 1]), ((2, 3, 1, 4, 5), [4, 2, 0, 3, 1])]
+# (shape, dim0, dim1): torch.transpose_copy's, a 0-dim and 1-D one included
+TRANSPOSE_CASES = [((), 0, -1), ((7,), 0, 0), ((5, 33), 0, 1), ((33, 65), -1, 0), ((64, 128), 0, 1),
+                   ((3, 4, 5), 0, 2), ((2, 5, 3, 8), 1, 2), ((3, 0, 4), 0, 1)]
+
+
+def _permute_samples(device, dtype):
+    """PERMUTE_CASES, contiguous and strided (every other element of a wider last dim); views read in place:
+    a transposed matrix (its permutation back is a plain copy), a slice, a permuted 3-D tensor, a broadcast."""
+    for shape, dims in PERMUTE_CASES:
+        x = randn(shape, device, dtype)
+        for layout in ("contig", "strided") if len(shape) >= 2 else ("contig",):
+            yield Sample(f"{_shape_id(shape)}-{'.'.join(map(str, dims))}-{layout}", (view(x, layout), dims),
+                         grad_out=layout)
+    x = randn((65, 33), device, dtype)
+    yield Sample("65x33-transposed-1.0", (x.t(), [1, 0]))
+    yield Sample("65x33-sliced-1.0", (x[3:60:2, 1:30], [1, 0]))
+    yield Sample("3x4x5-permuted-1.2.0", (randn((3, 4, 5), device, dtype).permute(2, 0, 1), [1, 2, 0]))
+    yield Sample("5x1-expanded-1.0", (randn((5, 1), device, dtype).expand(5, 6), [1, 0]))
+    yield Sample("33x65-offset-1.0", (view(randn((33, 65), device, dtype), "offset"), [1, 0]), grad_out="offset")
+
+
+def _transpose_samples(device, dtype):
+    for shape, d0, d1 in TRANSPOSE_CASES:
+        x = randn(shape, device, dtype)
+        for layout in ("contig", "strided") if len(shape) >= 2 else ("contig",):
+            yield Sample(f"{_shape_id(shape)}-{d0}.{d1}-{layout}", (view(x, layout), d0, d1), grad_out=layout)
+    yield Sample("65x33-transposed-0.1", (randn((65, 33), device, dtype).t(), 0, 1))
+
+
+def _contiguous_ref(x, memory_format=torch.contiguous_format):
+    return x.contiguous(memory_format=memory_format)
+
+
+def _contiguous_samples(device, dtype):
+    """Views made contiguous (transposed, strided, permuted; a contiguous x: itself), and NCHW tensors made
+    channels_last, 3-D ones channels_last_3d (the copy in NHWC order)."""
+    x = randn((33, 65), device, dtype)
+    for name, v in (("transposed", x.t()), ("strided", view(x, "strided")), ("contig", x),
+                    ("permuted", randn((3, 4, 5), device, dtype).permute(1, 2, 0))):
+        yield Sample(f"{name}", (v,))
+    for shape, fmt in (((2, 3, 4, 5), torch.channels_last), ((1, 3, 2, 2), torch.channels_last),
+                       ((2, 2, 2, 3, 2), torch.channels_last_3d)):
+        yield Sample(f"{_shape_id(shape)}-{str(fmt).split('.')[-1]}", (randn(shape, device, dtype), fmt))
+
+
+def _permute_errors():
+    """dims of the wrong length, out of range, repeated; more than 8 dims of size > 1; an unknown algo: from the
+    C++ layer and from the fake kernel; a memory format contiguous refuses, as torch."""
+    cases = []
+    for x in (torch.randn(3, 4), torch.empty(3, 4, device="meta")):
+        cases += [ErrorCase(r"tinycuda::permute_copy: dims must list each of x's 2 dims once, got 3 dims",
+                            ops.permute_copy, (x, [0, 1, 2])),
+                  ErrorCase(r"tinycuda::permute_copy: dims entry 2 is out of range for a tensor of 2 dims",
+                            ops.permute_copy, (x, [0, 2])),
+                  ErrorCase(r"tinycuda::permute_copy: dims repeats dim 1", ops.permute_copy, (x, [-1, 1])),
+                  ErrorCase(r"tinycuda::transpose_copy: dim1 -3 is out of range for a tensor of 2 dims",
+                            ops.transpose_copy, (x, 0, -3))]
+    nine = torch.randn((2,) * 9)
+    cases += [ErrorCase(r"tinycuda::permute_copy: at most 8 dims of size > 1, got 9", ops.permute_copy,
+                        (nine, list(range(9)))),
+              ErrorCase(r"tinycuda::permute_copy: algo must be 0 \(auto\), 1 \(naive\), 2 \(shared\) or 3 "
+                        r"\(padded\), got 7", torch.ops.tinycuda.permute_copy, (torch.randn(3, 4), [1, 0]),
+                        {"algo": 7}),
+              ErrorCase(r"tinycuda::contiguous: required rank 4 tensor to use torch.channels_last format",
+                        ops.contiguous, (torch.randn(3, 4).t(), torch.channels_last)),
+              ErrorCase(r"tinycuda::contiguous: torch.preserve_format is unsupported by the contiguous operator",
+                        ops.contiguous, (torch.randn(3, 4).t(), torch.preserve_format))]
+    return cases
+
+
+def _permute_cuda_errors():
+    x = torch.randn(3, 4, 5, device="cuda")
+    return [ErrorCase(r"tinycuda::permute_copy: algo 1 \(naive\) takes a 2-D transpose",
+                      torch.ops.tinycuda.permute_copy, (x, [2, 1, 0]), {"algo": 1})]
+
+
+def _copy_bytes(shape, mode, s):
+    """x read and y written once; the gradient is the same copy the other way."""
+    n = 2 * math.prod(shape) * s
+    return "GB/s", {"fwd": n, "bwd": n, "fwd+bwd": 2 * n}[mode]
+
+
+def _permute_bench(sh, dt, dev):
+    """A 3-D shape: (0, 2, 1), the batched transpose; a 4-D one: (0, 2, 1, 3), [B, S, H, D] -> [B, H, S, D]
+    (attention's layout: rows of D)."""
+    return [randn(sh, dev, dt), [0, 2, 1] if len(sh) == 3 else [0, 2, 1, 3]]
+
+
+TRANSPOSE_SHAPES = {"small": [(8192, 8192)], "large": [(16384, 16384)],
+                    "all": [(4096, 4096), (8192, 8192), (16384, 16384), (4096, 16384), (16384, 4096)],
+                    "cpu": [(2048, 2048)]}
+PERMUTE_SHAPES = {"small": [(16, 2048, 2048), (8, 4096, 32, 128)], "large": [(64, 2048, 2048), (16, 4096, 32, 128)],
+                  "all": [(16, 2048, 2048), (64, 2048, 2048), (256, 512, 512), (8, 4096, 32, 128),
+                          (16, 4096, 32, 128), (8, 4096, 8, 64)],
+                  "cpu": [(4, 1024, 1024), (1, 1024, 32, 128)]}
+
+
+# ---------------------------------------------------------------------------
+# the histogram family: histc, bincount; the triangle family: triu, tril
+
+def _histc_ref(x, bins=100, min=0, max=0):
+    """torch.histc in float32, back in x's dtype: the kernels' bins are torch's float32 formula for float32,
+    float16 and bfloat16 x, which the float64 copy of such an x holds exactly (a float64 histc would move a value
+    within a float32 rounding of an edge to the other bin); 16-bit x runs on the CPU, where torch has its kernel."""
+    if x.dtype == torch.float64:
+        return torch.histc(x.float(), bins, min, max).double()
+    if x.dtype != torch.float32:
+        return torch.histc(x.cpu(), bins, min, max).to(x.device)
+    return torch.histc(x, bins, min, max)
+
+
+def _histc_samples(device, dtype):
+    """A given range first (torch.compile and CUDA graphs take the first samples: no host sync there); the
+    data's range (min == max: 0 and 0 by default, or equal and not 0); bins 1, odd, 256 and past shared memory
+    (CUDA: global atomics); values on the edges and past them, NaN and infinities; empty, one element, a flat
+    x; several dims, strided and misaligned views."""
+    x = randn((1000,), device, dtype)
+    yield Sample("1000-bins37-range", (x, 37, -2.0, 2.0))
+    yield Sample("5x33-strided-range", (view(randn((5, 33), device, dtype), "strided"), 17, -1.5, 1.0))
+    for shape in ((0,), (1,), (7,), (4097,), (5, 33), (2, 3, 129)):
+        x = randn(shape, device, dtype)
+        yield Sample(f"{_shape_id(shape)}-data", (x,))
+        yield Sample(f"{_shape_id(shape)}-bins256-data", (x, 256))
+    x = randn((4097,), device, dtype)
+    yield Sample("4097-offset-bins1", (view(x, "offset"), 1, -1.0, 1.0))
+    yield Sample("4097-bins20000", (x, 20000, -3.0, 3.0))
+    yield Sample("4097-equal-range-data", (x, 10, 2.5, 2.5))
+    yield Sample("flat-data", (torch.full((9,), 1.5, device=device, dtype=dtype), 4))
+    edges = torch.tensor([-1.0, 1.0, 0.0, 0.5, -0.5, -1.5, 1.5, math.nan, math.inf, -math.inf, 0.25, 1.0],
+                         device=device).to(dtype)
+    for bins in (1, 4, 7):
+        yield Sample(f"edges-bins{bins}", (edges, bins, -1.0, 1.0))
+
+
+def _histc_errors():
+    """bins, the range (given or the data's), x's dtype: each from the C++ layer and the fake kernel."""
+    fn, op = ops.histc, "tinycuda::histc"
+    x = torch.randn(10)
+    cases = []
+    for t in (x, torch.empty(10, device="meta")):
+        cases += [ErrorCase(rf"{op}: bins must be > 0, got 0", fn, (t, 0)),
+                  ErrorCase(rf"{op}: x must be float32, float16, bfloat16 or float64, got Long", fn, (t.long(),))]
+    nan = torch.tensor([1.0, math.nan])
+    return cases + [ErrorCase(rf"{op}: max must be larger than min, got min 2 and max 1", fn, (x, 10, 2, 1)),
+                    ErrorCase(rf"{op}: range of \[1, inf\] is not finite", fn, (x, 10, 1, math.inf)),
+                    ErrorCase(rf"{op}: range of \[nan, nan\] is not finite", fn, (nan,))]
+
+
+def _bincount_samples(device, dtype):
+    """x of values in [0, k) (its max + 1 against minlength: larger, smaller), weights of dtype (float32 stays,
+    the others count in float64, as torch); empty x (int64 zeros of minlength); one element; other integer
+    dtypes; a strided x; bins past CUDA's shared memory (counts: global atomics; weights: ranges of bins)."""
+    x = torch.randint(0, 37, (1000,), device=device)
+    w = randn((1000,), device, dtype)
+    yield Sample("1000-weights", (x, w))
+    yield Sample("1000-strided-weights", (view(x, "strided"), view(w, "strided")))
+    yield Sample("1000-weights-minlength50", (x, w, 50))
+    big = torch.randint(0, 20000, (4097,), device=device)
+    yield Sample("4097-weights-bins20000", (big, randn((4097,), device, dtype)))
+    yield Sample("empty-weights-minlength5", (x[:0], w[:0], 5))
+    if dtype != torch.float32:  # the counts do not depend on dtype: once
+        return
+    yield Sample("1000", (x,))
+    yield Sample("1000-minlength3", (x, None, 3))
+    yield Sample("1000-minlength100", (x, None, 100))
+    yield Sample("1", (torch.tensor([4], device=device),))
+    yield Sample("empty", (x[:0],))
+    yield Sample("4097-bins20000", (big,))
+    for dt in (torch.uint8, torch.int32):
+        yield Sample(f"1000-{str(dt)[6:]}", (x.to(dt),))
+
+
+def _bincount_ref(x, weights=None, minlength=0):
+    return torch.bincount(x, weights, minlength)
+
+
+def _bincount_errors():
+    """x's dtype and dims, minlength, the weights' shape, a negative value (the CPU names it): from the C++ layer
+    and the fake kernel."""
+    fn, op = ops.bincount, "tinycuda::bincount"
+    cases = []
+    for x in (torch.tensor([1, 2, 3]), torch.empty(3, dtype=torch.long, device="meta")):
+        cases += [ErrorCase(rf"{op}: x must be an integer tensor \(uint8, int8, int16, int32 or int64\), got Float",
+                            fn, (x.float(),)),
+                  ErrorCase(rf"{op}: x must be 1-D, got 2 dims", fn, (x.view(1, 3),)),
+                  ErrorCase(rf"{op}: minlength must be >= 0, got -1", fn, (x, None, -1)),
+                  ErrorCase(rf"{op}: weights must be 1-D and as long as x \(3\), got shape \[2\]", fn,
+                            (x, x[:2].float()))]
+    return cases + [ErrorCase(rf"{op}: x\[2\] = -4 is negative", fn, (torch.tensor([1, 2, -4, -5]),))]
+
+
+def _bincount_cuda_errors():
+    """CUDA checks the range pass's minimum on the host: no device-side assert."""
+    return [ErrorCase(r"tinycuda::bincount: x must be non-negative, got -5 \(its minimum\)", ops.bincount,
+                      (torch.tensor([1, 2, -4, -5], device="cuda"),))]
+
+
+def _histc_bench(sh, dt, dev):
+    """n normals into 256 bins over [-4, 4]: the histogram kernel (a given range: no range pass)."""
+    return [randn(sh, dev, dt), 256, -4.0, 4.0]
+
+
+def _bincount_bench(sh, dt, dev):
+    """(n, bins, weighted): n int64 values uniform in [0, bins), with weights of dt (weighted = 1) or without."""
+    x = torch.randint(0, sh[1], (sh[0],), device=dev)
+    return [x, randn((sh[0],), dev, dt)] if sh[2] else [x]
+
+
+def _histogram_bytes(shape, mode, s):
+    """What is read: x (s: its itemsize), and a bincount's float32 weights."""
+    return "GB/s", shape[0] * (s + (4 if len(shape) == 3 and shape[2] else 0))
+
+
+HISTC_SHAPES = {"small": [(2**24,)], "large": [(2**28,)], "all": [(2**20,), (2**24,), (2**26,), (2**28,)],
+                "cpu": [(2**22,)]}
+# (n, bins, weighted)
+BINCOUNT_SHAPES = {"small": [(2**22, 1000, 0), (2**22, 1000, 1)], "large": [(2**26, 1000, 0), (2**26, 1000, 1)],
+                   "all": [(2**22, 1000, 0), (2**22, 1000, 1), (2**26, 1000, 0), (2**26, 1000, 1),
+                           (2**26, 100000, 0), (2**26, 100000, 1)],
+                   "cpu": [(2**22, 1000, 0), (2**22, 1000, 1)]}
+
+
+def _triangle_samples(name):
+    """Square, wide, tall and batched matrices with diagonals on, above, below and past every edge; empty and
+    one-element matrices; a 16-byte multiple row (CUDA: the vector instance) and odd rows (its word instance);
+    strided, transposed and offset views."""
+    def samples(device, dtype):
+        x = randn((8, 8), device, dtype)
+        yield Sample("8x8", (x,))
+        yield Sample("5x33-strided", (view(randn((5, 33), device, dtype), "strided"), 1))
+        for shape in ((0, 3), (1, 1), (5, 5), (7, 33), (33, 7), (3, 4, 5), (2, 3, 8, 16)):
+            x = randn(shape, device, dtype)
+            for d in (0, 2, -3):
+                yield Sample(f"{_shape_id(shape)}-diag{d}", (x, d))
+        x = randn((6, 9), device, dtype)
+        for d in (9, 100, -6, -100):  # past the last column, past the first row: all or nothing kept
+            yield Sample(f"6x9-diag{d}", (x, d))
+        yield Sample("33x5-transposed", (randn((5, 33), device, dtype).t(), 2))
+        yield Sample("9x7-offset", (view(randn((9, 7), device, dtype), "offset"), -2))
+        yield Sample("4x12-diagonal-keyword", (randn((4, 12), device, dtype),), {"diagonal": 5})
+    return samples
+
+
+def _triangle_errors(name):
+    fn, op = getattr(ops, name), f"tinycuda::{name}"
+    return lambda: [ErrorCase(rf"{op}: x must have at least 2 dims, got 1", fn, (t,))
+                    for t in (torch.randn(3), torch.empty(3, device="meta"))]
+
+
+def _triangle_bench(sh, dt, dev):
+    return [randn(sh, dev, dt), 0]
+
+
+TRIANGLE_SHAPES = {"small": [(4096, 4096)], "large": [(16384, 16384)],
+                   "all": [(4096, 4096), (8192, 8192), (16384, 16384), (64, 1024, 1024)], "cpu": [(2048, 2048)]}
+
+
+# ---------------------------------------------------------------------------
+# the losses family: mse_loss ... triplet_margin_loss, one entry each (the op list is the core's: tc_loss_op)
+
+def _signs(shape, device, dtype):
+    """+1 and -1 at random (margin_ranking_loss's and hinge_embedding_loss's targets)."""
+    return (torch.randint(0, 2, shape, device=device) * 2 - 1).to(dtype)
+
+
+def _log_probs(shape, device, dtype):
+    """log-probabilities over the last dim (kl_div's input, and its log_target)."""
+    return torch.log_softmax(torch.randn(shape, device=device), -1).to(dtype) if shape else randn(shape, device, dtype)
+
+
+def _probs(shape, device, dtype):
+    """probabilities over the last dim, none 0 (kl_div's target: t log t's gradient is NaN at 0, torch's too)."""
+    return torch.softmax(torch.randn(shape, device=device), -1).to(dtype) if shape else torch.rand(shape, device=device).to(dtype) + 0.1
+
+
+def _pair(first, second):
+    """make(shapes, device, dtype, kw) for two tensors: first at shapes[0], second at shapes[-1]."""
+    return lambda shapes, device, dtype, kw: (first(shapes[0], device, dtype), second(shapes[-1], device, dtype))
+
+
+def _bce_operands(shapes, device, dtype, kw):
+    """input (3 x randn), target in [0, 1); weight and pos_weight in [0.5, 1.5) at the shape their kwarg names."""
+    x, t = randn(shapes[0], device, dtype, 3.0), torch.rand(shapes[0], device=device).to(dtype)
+    for k in ("weight", "pos_weight"):
+        if k in kw:
+            kw[k] = (torch.rand(kw[k] or shapes[0], device=device) + 0.5).to(dtype)
+    return x, t
+
+
+def _kl_operands(shapes, device, dtype, kw):
+    target = _log_probs if kw.get("log_target") else _probs
+    return _log_probs(shapes[0], device, dtype), target(shapes[-1], device, dtype)
+
+
+def _ranking_operands(shapes, device, dtype, kw):
+    return randn(shapes[0], device, dtype), randn(shapes[1 % len(shapes)], device, dtype), _signs(shapes[-1], device,
+                                                                                                 dtype)
+
+
+def _triplet_operands(shapes, device, dtype, kw):
+    return tuple(randn(shapes[0], device, dtype) for _ in range(3))
+
+
+@dataclass
+class _Loss:
+    """What the table says of one loss: its torch reference (torch.nn.functional's, same arguments), its tensors
+    (make(shapes, device, dtype, kw) -> the tensor arguments, the first at shapes[0]; it may fill tensors into kw:
+    bce's weight and pos_weight, a kwarg given as their shape, None for the input's), its option variants (the
+    samples' kwargs beyond reduction), its broadcasts (tuples of shapes, one a tensor argument), which arguments
+    get a gradient (None: every float tensor), and its float32 tolerances."""
+    ref: callable
+    make: callable
+    kwargs: tuple = ({},)
+    broadcasts: tuple = ()
+    grad: tuple = None
+    reductions: tuple = ("mean", "sum", "none")
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    grad_rtol: float = None
+    grad_atol: float = None
+
+
+_PAIRS = (((5, 33), (33,)), ((5, 1), (5, 33)), ((4, 1, 3), (5, 1)))
+LOSSES = {
+    "mse_loss": _Loss(F.mse_loss, _pair(randn, randn), broadcasts=_PAIRS),
+    "l1_loss": _Loss(F.l1_loss, _pair(randn, randn), broadcasts=_PAIRS),
+    # beta 0 is torch's l1_loss
+    "smooth_l1_loss": _Loss(F.smooth_l1_loss, _pair(randn, randn), ({}, {"beta": 0.5}, {"beta": 0.0}),
+                            broadcasts=_PAIRS[:1]),
+    "huber_loss": _Loss(F.huber_loss, _pair(randn, randn), ({}, {"delta": 0.5}, {"delta": 2.0}), broadcasts=_PAIRS[:1]),
+    # weight and pos_weight: the input's shape, or broadcast to it (33 for 5 x 33, as a class weight; torch's
+    # scale the loss in place, so not past it); the input's and target's gradients (torch refuses the weights')
+    "binary_cross_entropy_with_logits": _Loss(
+        F.binary_cross_entropy_with_logits, _bce_operands,
+        ({}, {"weight": None, "pos_weight": None}), grad=(0, 1),
+        broadcasts=(((5, 33), {"weight": (33,), "pos_weight": (33,)}), ((5, 33), {"weight": (5, 1), "pos_weight": (1,)}),
+                    ((2, 4, 3), {"pos_weight": (4, 1), "weight": (3,)}))),
+    "kl_div": _Loss(F.kl_div, _kl_operands, ({}, {"log_target": True}), broadcasts=_PAIRS[:2],
+                    reductions=("mean", "sum", "none", "batchmean")),
+    # one number of dims (torch's check), broadcast within it
+    "margin_ranking_loss": _Loss(F.margin_ranking_loss, _ranking_operands, ({}, {"margin": 0.5}),
+                                 broadcasts=(((5, 33), (5, 33), (5, 1)), ((5, 1), (1, 33), (5, 33)))),
+    "hinge_embedding_loss": _Loss(F.hinge_embedding_loss, _pair(randn, _signs), ({}, {"margin": 0.5}),
+                                  broadcasts=_PAIRS[:2], grad=(0,)),
+    # rows of the last dim; p 0's gradient (none: torch's graph stops there) is test_losses'
+    "triplet_margin_loss": _Loss(F.triplet_margin_loss, _triplet_operands,
+                                 ({}, {"margin": 0.5, "p": 1.0}, {"swap": True}, {"p": 3.0, "eps": 1e-3})),
+}
+
+# (), an empty tensor, one element, odd lengths, 4097 (CUDA: several blocks; one dim, its last element past the
+# vectors), rows, an empty dim, 3-D
+LOSS_SHAPES = [(), (0,), (1,), (7,), (33,), (4097,), (5, 33), (3, 0), (2, 3, 129)]
+
+
+def _loss_op_samples(name):
+    """LOSS_SHAPES with each reduction (but the mean of nothing, NaN: test_losses'), contiguous and (the first
+    reduction) strided; each option variant with reduction 'none', each broadcast forward only (as few kinds of
+    call as give each its own opcheck: their other reductions and the broadcasts' gradients, summed to each
+    operand's shape, are test_losses'); a tensor one element off the 16-byte grid (the scalar path on CUDA); the
+    defaults."""
+    u = LOSSES[name]
+
+    def sample(sid, shapes, device, dtype, kw, layout="contig", grad=None):
+        kw = dict(kw)
+        tensors = u.make(shapes, device, dtype, kw)
+        return Sample(sid + "".join(f"-{k}" if isinstance(v, torch.Tensor) else f"-{k}={v}" for k, v in kw.items()),
+                      tuple(view(t, layout) for t in tensors), kw, u.grad if grad is None else grad, layout)
+
+    def samples(device, dtype):
+        for shape in LOSS_SHAPES:
+            for i, red in enumerate(u.reductions):
+                if math.prod(shape) == 0 and red in ("mean", "batchmean"):
+                    continue
+                for layout in ("contig", "strided") if i == 0 else ("contig",):
+                    yield sample(f"{_shape_id(shape)}-{red}-{layout}", (shape,), device, dtype, {"reduction": red},
+                                 layout)
+        for kw in u.kwargs[1:]:
+            for shape in ((33,), (5, 33)):
+                yield sample(f"{_shape_id(shape)}-none", (shape,), device, dtype, {"reduction": "none", **kw})
+        for shapes in u.broadcasts:  # forward only: the gradients summed over broadcast dims are test_losses'
+            extra = shapes[-1] if isinstance(shapes[-1], dict) else {}
+            shapes = shapes[:-1] if extra else shapes
+            yield sample(f"{'-'.join(map(_shape_id, shapes))}-none", shapes, device, dtype,
+                         {"reduction": "none", **extra}, grad=())
+        yield sample("4097-offset-sum", ((4097,),), device, dtype, {"reduction": "sum"}, "offset")
+        yield sample("5x33-defaults", ((5, 33),), device, dtype, {})
+    return samples
+
+
+def _loss_op_errors(name):
+    """Shapes that do not agree (as the op's rule says), a reduction the op has not, an integer input, mixed
+    dtypes and devices, the backward's grad_out of the wrong shape: each from the C++ layer and from the fake
+    kernel (torch.compile, meta tensors); (the C++ layer) scalars out of range and the weights the op refuses."""
+    def errors():
+        fn, op, u = getattr(ops, name), f"tinycuda::{name}", LOSSES[name]
+        bwd = getattr(torch.ops.tinycuda, name + "_backward")
+        rule = ops.losses._rule(name)
+        nargs = len(u.make(((3, 4),), "cpu", torch.float32, {}))
+        cases = []
+        for device in ("cpu", "meta"):
+            args = [torch.randn(3, 4, device=device) for _ in range(nargs)]
+            bad = list(args)
+            if rule == "broadcast":
+                bad[-1] = torch.randn(5, device=device)
+                msg = r"input has shape \[3, 4\], target has shape \[5\], which do not broadcast"
+            elif rule == "same_ndim":
+                bad[-1] = torch.randn(4, device=device)
+                msg = r"every tensor must have as many dims as input1: .*target has shape \[4\]"
+            else:
+                bad[1] = torch.randn(3, 5, device=device)
+                first, second = (("input", "target") if rule == "target_as_input" else ("anchor", "positive"))
+                msg = rf"{second} must have {first}'s shape \[3, 4\], got \[3, 5\]"
+            reductions = "'none', 'mean', 'sum' or 'batchmean'" if name == "kl_div" else "'none', 'mean' or 'sum'"
+            out = fn(*args, reduction="none")
+            cases += [
+                ErrorCase(rf"{op}: {msg}", fn, tuple(bad)),
+                ErrorCase(rf"{op}: reduction must be {reductions}, got 'avg'", fn, tuple(args), {"reduction": "avg"}),
+                ErrorCase(rf"{op}: \w+ must be float32, float16, bfloat16 or float64, got Long", fn,
+                          (args[0].long(), *args[1:])),
+                ErrorCase(rf"{op}: \w+ has dtype Double but \w+ has dtype Float", fn, (*args[:-1], args[-1].double())),
+                ErrorCase(rf"{op}_backward: grad_out must have shape \[3, 4\], got \[4\]", bwd,
+                          (out.new_empty(4), *args), {"reduction": "none"}) if rule != "rows" else
+                ErrorCase(rf"{op}_backward: grad_out must have shape \[3\], got \[4\]", bwd,
+                          (out.new_empty(4), *args), {"reduction": "none"}),
+            ]
+        x = torch.randn(3, 4)
+        cases.append(ErrorCase(rf"{op}: \w+ is on meta but \w+ is on cpu", fn,
+                               (x, *(torch.randn(3, 4, device="meta") for _ in range(nargs - 1)))))
+        if name != "kl_div":
+            cases.append(ErrorCase(rf"{op}: reduction must be 'none', 'mean' or 'sum', got 'batchmean'", fn,
+                                   tuple(torch.randn(3, 4) for _ in range(nargs)), {"reduction": "batchmean"}))
+        return cases + _loss_option_errors().get(name, lambda: [])()
+    return errors
+
+
+def _loss_option_errors():
+    x, t = torch.randn(3, 4), torch.randn(3, 4)
+    a = [torch.randn(3, 4) for _ in range(3)]
+    bce = ops.binary_cross_entropy_with_logits
+    return {
+        "mse_loss": lambda: [ErrorCase(r"tinycuda::mse_loss: weight is not supported \(multiply the "
+                                       r"reduction='none' loss by it\)", ops.mse_loss, (x, t), {"weight": t})],
+        "smooth_l1_loss": lambda: [ErrorCase(r"tinycuda::smooth_l1_loss: beta must be >= 0, got -1", ops.smooth_l1_loss,
+                                             (x, t), {"beta": -1.0})],
+        "huber_loss": lambda: [ErrorCase(r"tinycuda::huber_loss: delta must be > 0, got 0", ops.huber_loss, (x, t),
+                                         {"delta": 0.0})],
+        "binary_cross_entropy_with_logits": lambda: [
+            *(ErrorCase(r"tinycuda::binary_cross_entropy_with_logits: pos_weight has shape \[2, 1, 4\], which does "
+                        r"not broadcast to input's shape \[3, 4\]", bce, (x.to(device), t.to(device)),
+                        {"pos_weight": torch.ones(2, 1, 4, device=device)}) for device in ("cpu", "meta")),
+            ErrorCase(r"tinycuda::binary_cross_entropy_with_logits: weight gets no gradient", bce,
+                      (x.clone().requires_grad_(), t.sigmoid()), {"weight": t.clone().requires_grad_()}),
+            ErrorCase(r"tinycuda::binary_cross_entropy_with_logits: pos_weight gets no gradient", bce,
+                      (x.clone().requires_grad_(), t.sigmoid()), {"pos_weight": t[0].clone().requires_grad_()})],
+        "kl_div": lambda: [ErrorCase(r"tinycuda::kl_div: reduction='batchmean' cannot go with size_average or reduce",
+                                     ops.kl_div, (x, t), {"reduce": True, "reduction": "batchmean"})],
+        "triplet_margin_loss": lambda: [
+            ErrorCase(r"tinycuda::triplet_margin_loss: margin must be > 0, got 0", ops.triplet_margin_loss, a,
+                      {"margin": 0.0}),
+            ErrorCase(r"tinycuda::triplet_margin_loss: p must be finite .*got inf", ops.triplet_margin_loss, a,
+                      {"p": math.inf})],
+    }
+
+
+def _loss_cuda_errors(name):
+    def errors():
+        fn, n = getattr(ops, name), len(LOSSES[name].make(((3, 4),), "cpu", torch.float32, {}))
+        return [ErrorCase(rf"tinycuda::{name}: \w+ is on cpu but \w+ is on cuda:0", fn,
+                          (torch.randn(3, 4, device="cuda"), *(torch.randn(3, 4) for _ in range(n - 1))))]
+    return errors
+
+
+def _loss_bench(name):
+    """The op's tensors at the bench shape (rows x the last dim), reduction 'mean' (the default)."""
+    return lambda sh, dt, dev: list(LOSSES[name].make((sh,), dev, dt, {}))
+
+
+def _loss_bytes(reads, writes):
+    """fwd reads `reads` tensors of the shape; bwd reads them again and writes `writes` gradients (those the
+    bench asks for)."""
+    def cost(shape, mode, s):
+        n = math.prod(shape) * s
+        fwd, bwd = reads * n, (reads + writes) * n
+        return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
+    return cost
+
+
+# 2^24, 2^26, 2^28 elements; the CPU's 2^22 (its target: within 2x torch's time on 2 cores)
+LOSS_SHAPES_BENCH = {"small": [(4096, 4096)], "large": [(8192, 8192), (16384, 16384)],
+                     "all": [(4096, 4096), (8192, 8192), (16384, 16384)], "cpu": [(2048, 2048)]}
+# triplet_margin_loss: 256-wide embeddings, as many rows
+TRIPLET_SHAPES_BENCH = {"small": [(65536, 256)], "large": [(262144, 256), (1048576, 256)],
+                        "all": [(65536, 256), (262144, 256), (1048576, 256)], "cpu": [(16384, 256)]}
+# reduction 'mean', backpropagated from 1 as loss.backward(); the input's gradient alone (a model's output against
+# data), triplet_margin_loss's three (embeddings all learned)
+LOSS_BENCH = {
+    **{name: Bench(LOSS_SHAPES_BENCH, _loss_bench(name), _loss_bytes(2, 1), modes=("fwd", "fwd+bwd"), loss=True,
+                   grad=(0,), fp32_tol=1e-3) for name in ("mse_loss", "binary_cross_entropy_with_logits")},
+    "triplet_margin_loss": Bench(TRIPLET_SHAPES_BENCH, _loss_bench("triplet_margin_loss"), _loss_bytes(3, 3),
+                                 modes=("fwd", "fwd+bwd"), loss=True, fp32_tol=1e-3),
+}
 # the sort family: sort, argsort, topk (one stable sort: tinycuda/sort.h)
 
 def _sort_ref(x, dim=-1, descending=False, *, stable=False):
@@ -2445,11 +2947,6 @@ OPS = [
     OpInfo("add_rms_norm", ops.add_rms_norm, _add_rms_norm_ref, _add_rms_norm_samples, grad_atol=1e-4,
            racecheck=True, errors=_add_rms_norm_errors,
            bench=Bench(NORM_SHAPES, _add_rms_norm_bench, _add_rms_norm_bytes, liger=_liger_add_rms_norm)),
-    # fp32 sums of up to 1e5 terms: atol ~ sqrt(n) * eps * |x|.
-    OpInfo("sum", ops.sum, _sum_ref, _sum_samples, atol=2e-4, racecheck=True, errors=_sum_errors,
-           bench=Bench({"small": [(2**20,)], "large": [(2**28,)], "all": [(2**16,), (2**20,), (2**24,), (2**28,)],
-                        "cpu": [(2**16,), (2**20,)]},
-                       _one, lambda sh, mode, s: ("GB/s", math.prod(sh) * s), modes=("fwd",), fp32_tol=1e-3)),
     # the reduce family, in the core's op order (tinycuda.ops.reduce reads it from tc_reduce_op): fwd (and fwd+bwd
     # where there is a gradient) on a full reduction, rows and columns; an op of the list with no REDUCE line
     # fails test_every_op_and_function_is_in_the_table
@@ -2459,6 +2956,8 @@ OPS = [
              bench=Bench(REDUCE_SHAPES, _reduce_op_bench(name), _reduce_bytes(name),
                          modes=("fwd", "fwd+bwd") if grad else ("fwd",), fp32_tol=1e-3))
       for name, u, grad in ((n, REDUCE[n], _has_backward(n)) for n in ops.reduce.__all__ if n in REDUCE)),
+    OpInfo("sum_backward", torch.ops.tinycuda.sum_backward, _sum_backward_ref, _sum_backward_samples,
+           differentiable=False, gradcheck=False),
     # the scan family, in the core's op order (tinycuda.ops.scan reads it from tc_scan_op): fwd and fwd+bwd on
     # one long row, rows and columns; an op of the list with no SCAN line fails
     # test_every_op_and_function_is_in_the_table
@@ -2467,6 +2966,39 @@ OPS = [
              bench=Bench(SCAN_SHAPES, _scan_op_bench(name), _scan_bytes(name), modes=("fwd", "fwd+bwd"),
                          fp32_tol=1e-3))
       for name, u in ((n, SCAN[n]) for n in ops.scan.__all__ if n in SCAN)),
+    # the transpose family: copies, exact (rtol = atol = 0); any dtype (test_transpose: integers, bool, float64,
+    # complex); benched against eager's .contiguous() of the view and its torch.compile
+    OpInfo("permute_copy", ops.permute_copy, torch.permute_copy, _permute_samples, rtol=0, atol=0, racecheck=True,
+           errors=_permute_errors, cuda_errors=_permute_cuda_errors,
+           bench=Bench(PERMUTE_SHAPES, _permute_bench, _copy_bytes, modes=("fwd",), fp32_tol=0.0,
+                       ref=lambda x, dims: x.permute(dims).contiguous())),
+    OpInfo("transpose_copy", ops.transpose_copy, torch.transpose_copy, _transpose_samples, rtol=0, atol=0,
+           racecheck=True,
+           bench=Bench(TRANSPOSE_SHAPES, lambda sh, dt, dev: [randn(sh, dev, dt), 0, 1], _copy_bytes, modes=("fwd",),
+                       fp32_tol=0.0, ref=lambda x, d0, d1: x.transpose(d0, d1).contiguous())),
+    OpInfo("contiguous", ops.contiguous, _contiguous_ref, _contiguous_samples, rtol=0, atol=0, racecheck=True),
+    # counts: exact against torch's float32 bins (_histc_ref); no gradient, as torch's
+    OpInfo("histc", ops.histc, _histc_ref, _histc_samples, rtol=0, atol=0, differentiable=False, gradcheck=False,
+           racecheck=True, errors=_histc_errors,
+           bench=Bench(HISTC_SHAPES, _histc_bench, _histogram_bytes, modes=("fwd",))),
+    # weighted sums of ~30 float32 terms a bin, as torch's but in another order (the bench: ~67K terms a bin);
+    # bincount's length is the data's (a host sync): no CUDA graph
+    OpInfo("bincount", ops.bincount, _bincount_ref, _bincount_samples, rtol=1e-5, atol=1e-5, differentiable=False,
+           gradcheck=False, cuda_graph=False, racecheck=True, errors=_bincount_errors,
+           cuda_errors=_bincount_cuda_errors,
+           bench=Bench(BINCOUNT_SHAPES, _bincount_bench, _histogram_bytes, modes=("fwd",), fp32_tol=1e-4)),
+    # the triangle family, in the core's op order (tinycuda.ops.triangle reads it from tc_triangle_op): bytes
+    # counted as a copy's (x read, y written), though the zeroed half of x is never read
+    *(OpInfo(name, getattr(ops, name), getattr(torch, name), _triangle_samples(name), rtol=0, atol=0,
+             errors=_triangle_errors(name),
+             bench=Bench(TRIANGLE_SHAPES, _triangle_bench, _elementwise_bytes(1, 1), modes=("fwd", "fwd+bwd")))
+      for name in ops.triangle.__all__),
+    # the losses family, in the core's op order (tinycuda.ops.losses reads it from tc_loss_op); an op of the list
+    # with no LOSSES line fails test_every_op_and_function_is_in_the_table
+    *(OpInfo(name, getattr(ops, name), u.ref, _loss_op_samples(name), rtol=u.rtol, atol=u.atol,
+             grad_rtol=u.grad_rtol, grad_atol=u.grad_atol, racecheck=True, errors=_loss_op_errors(name),
+             cuda_errors=_loss_cuda_errors(name), bench=LOSS_BENCH.get(name))
+      for name, u in ((n, LOSSES[n]) for n in ops.losses.__all__ if n in LOSSES)),
     # the sort family: exact (the elements' bits move), so the default tolerances hold; fwd only (the indices
     # take no grad_out). Eager in the bench: torch.sort(stable=True) (a CUB radix sort on CUDA, stable either way:
     # its indices are checked against ours) and torch.topk on rows of distinct values

@@ -1,6 +1,6 @@
 """The variant registry: the kept steps of a kernel's progression (naive ->
 tiled -> register tiles for the GEMM; two-pass online -> registers for
-softmax), runnable by name so a reader can measure and test what each step
+softmax; naive -> shared -> padded for transpose_copy), runnable by name so a reader can measure and test what each step
 buys, without a teaching-only argument on the everyday API.
 
     from tinycuda import variants
@@ -25,6 +25,7 @@ _ALGOS = {
     "linear": {"naive": 1, "tiled": 2, "regtile": 3, "mma": 4, "wgmma": 5},  # tc_gemm_algo
     "matmul": {"naive": 1, "tiled": 2, "regtile": 3, "mma": 4, "wgmma": 5},
     "flash_attention": {"naive": 1, "mma": 2, "wgmma": 3},  # tc_attention_algo
+    "transpose_copy": {"naive": 1, "shared": 2, "padded": 3},  # tc_transpose_algo: a 2-D transpose only
 }
 
 

@@ -3,7 +3,6 @@
 #include "tinycuda/linear.h"
 #include "../shared/linear_check.h"
 #include "../shared/matmul_core.h"
-#include "tinycuda/sum.h"
 
 tc_status tc_linear_cpu(const tc_linear_params* p) {
   TC_RETURN_IF_ERROR(linear_check(p));
@@ -14,11 +13,11 @@ tc_status tc_linear_cpu(const tc_linear_params* p) {
   return matmul_cpu("linear", &mm);
 }
 
-// The CUDA path's bias-gradient partials (the sum family's); the CPU needs none.
+// The CUDA path's bias-gradient partials; the CPU needs none.
 size_t tc_linear_backward_workspace_size(const tc_linear_backward_params* p) {
   if (!p || !p->grad_bias) return 0;
-  tc_sum_params s{p->dtype, 1, p->M, p->N, p->grad_y, p->grad_bias, nullptr, 0, p->stream};
-  return tc_sum_workspace_size(&s);
+  const tc_reduce_params s = linear_bias_grad(p);
+  return tc_reduce_workspace_size(&s);
 }
 
 tc_status tc_linear_backward_cpu(const tc_linear_backward_params* p) {
@@ -37,8 +36,8 @@ tc_status tc_linear_backward_cpu(const tc_linear_backward_params* p) {
     TC_RETURN_IF_ERROR(matmul_cpu(op, &mm));
   }
   if (p->grad_bias) {
-    tc_sum_params s{p->dtype, 1, p->M, p->N, p->grad_y, p->grad_bias, nullptr, 0, nullptr};
-    TC_RETURN_IF_ERROR(tc_sum_cpu(&s));
+    const tc_reduce_params s = linear_bias_grad(p);
+    TC_RETURN_IF_ERROR(tc_reduce_cpu(&s));
   }
   return TC_OK;
 }

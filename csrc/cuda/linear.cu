@@ -4,7 +4,7 @@
 //   forward   y      = x  @ W^T : A = x  (K, 1)  B = W  (1, K)   M, N, K
 //   grad_x           = gy @ W   : A = gy (N, 1)  B = W  (K, 1)   M, K, N
 //   grad_W           = gy^T @ x : A = gy (1, N)  B = x  (K, 1)   N, K, M
-//   grad_b           = column sums of gy (the sum family's kernels)
+//   grad_b           = column sums of gy (the reduce family's sum)
 //
 // (A's strides are (m, k), B's (k, n).) On Hopper all three run the wgmma
 // kernel: the forward reads both operands k-major, the backward products read
@@ -13,7 +13,6 @@
 #include "tinycuda/linear.h"
 #include "../shared/linear_check.h"
 #include "../shared/matmul_core.h"
-#include "tinycuda/sum.h"
 #include "kit/cuda_utils.cuh"
 
 tc_status tc_linear_cuda(const tc_linear_params* p) {
@@ -41,8 +40,8 @@ tc_status tc_linear_backward_cuda(const tc_linear_backward_params* p) {
     TC_RETURN_IF_ERROR(matmul_cuda(op, &mm));
   }
   if (p->grad_bias) {
-    tc_sum_params s{p->dtype, 1, p->M, p->N, p->grad_y, p->grad_bias, p->workspace, p->workspace_bytes, p->stream};
-    TC_RETURN_IF_ERROR(tc_sum_cuda(&s));
+    const tc_reduce_params s = linear_bias_grad(p);
+    TC_RETURN_IF_ERROR(tc_reduce_cuda(&s));
   }
   return TC_OK;
 }

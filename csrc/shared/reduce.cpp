@@ -19,6 +19,7 @@ const char* const kSchemas[TC_REDUCE_COUNT] = {
     "argmax(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
     "argmin(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
     "prod(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
+    "sum(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor",
 };
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }

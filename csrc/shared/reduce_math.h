@@ -64,6 +64,12 @@ template <class A> struct SumMath {
   static TC_HD State merge(State a, State b) { return {a.s + b.s}; }
 };
 
+template <class A> struct ReduceMath<TC_REDUCE_SUM, A> : SumMath<A> {
+  using State = typename SumMath<A>::State;
+  static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) { s.s += x; }
+  static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.s; }
+};
+
 template <class A> struct ReduceMath<TC_REDUCE_MEAN, A> : SumMath<A> {
   using State = typename SumMath<A>::State;
   static TC_HD void add(State& s, A x, int64_t, const ReduceCtx<A>&) { s.s += x; }
@@ -366,7 +372,9 @@ template <class A> TC_HD inline A sign_of(A x) { return x > A(0) ? A(1) : x < A(
 
 template <int OP, class A>
 TC_HD inline A reduce_grad(A g, A x, A y, const AuxState<OP, A>& aux, const ReduceCtx<A>& c) {
-  if constexpr (OP == TC_REDUCE_MEAN) {
+  if constexpr (OP == TC_REDUCE_SUM) {
+    return g;
+  } else if constexpr (OP == TC_REDUCE_MEAN) {
     return g / A(c.n);
   } else if constexpr (OP == TC_REDUCE_PROD) {
     if (aux.zeros == A(0)) return g * y / x;  // torch's, where the slice holds no zero

@@ -21,9 +21,11 @@ struct SchemaOp {
 
 class SchemaOps {
  public:
-  // differentiable(op) == 1: the op has a backward (NULL: every op has one)
-  SchemaOps(const char* (*schema)(int), int count, int (*differentiable)(int) = nullptr)
-      : schema_(schema), count_(count), differentiable_(differentiable) {
+  // differentiable(op) == 1: the op has a backward (NULL: every op has one); backward(op): its schema (NULL:
+  // backward_schema's "<name>_backward(Tensor grad_out, Tensor x, Tensor y, ...)")
+  SchemaOps(const char* (*schema)(int), int count, int (*differentiable)(int) = nullptr,
+            std::string (*backward)(int) = nullptr)
+      : schema_(schema), count_(count), differentiable_(differentiable), backward_(backward) {
     for (int op = 0; op < count; ++op) {
       ops_["tinycuda::" + name(op)] = {op, false};
       if (has_backward(op)) ops_["tinycuda::" + name(op) + "_backward"] = {op, true};
@@ -38,6 +40,7 @@ class SchemaOps {
   // "mean(Tensor x, int[1]? dim=None, ...) -> Tensor" ->
   // "mean_backward(Tensor grad_out, Tensor x, Tensor y, int[1]? dim=None, ...) -> Tensor"
   std::string backward_schema(int op) const {
+    if (backward_) return backward_(op);
     const std::string s = schema_(op);
     return name(op) + "_backward(Tensor grad_out, Tensor x, Tensor y" + s.substr(s.find("Tensor x") + 8);
   }
@@ -62,26 +65,30 @@ class SchemaOps {
   const char* (*schema_)(int);
   int count_;
   int (*differentiable_)(int);
+  std::string (*backward_)(int);
   std::unordered_map<std::string, SchemaOp> ops_;
 };
 
 // The one boxed kernel of a family: the op and direction from the handle's
 // name, the arguments after the tensors read by Read, then Forward(name, op,
 // x, args) or Backward(name, op, grad_out, x, y, args), one tensor back.
+// Backward is nullptr for a family with no backward ops (triu's gradient is
+// triu: its SchemaOps' differentiable says 0 for every op).
 template <const SchemaOps& (*Ops)(), class Args,
           Args (*Read)(const c10::FunctionSchema&, c10::ArrayRef<c10::IValue>, size_t),
           at::Tensor (*Forward)(const char*, const SchemaOp&, const at::Tensor&, const Args&),
           at::Tensor (*Backward)(const char*, const SchemaOp&, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&, const Args&)>
+                                 const at::Tensor&, const Args&) = nullptr>
 void schema_boxed(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   const SchemaOp& e = Ops().find(handle);
   const std::string name = handle.schema().name().substr(10);  // after "tinycuda::"
   const size_t nargs = handle.schema().arguments().size(), ntensors = e.backward ? 3 : 1;
   auto args = torch::jit::last(*stack, nargs);
   const Args a = Read(handle.schema(), args, ntensors);
-  at::Tensor out = e.backward
-                       ? Backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a)
-                       : Forward(name.c_str(), e, args[0].toTensor(), a);
+  at::Tensor out;
+  if constexpr (Backward != nullptr)
+    if (e.backward) out = Backward(name.c_str(), e, args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), a);
+  if (!e.backward) out = Forward(name.c_str(), e, args[0].toTensor(), a);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(out));
 }

@@ -96,14 +96,23 @@ inline at::Tensor empty_contiguous(at::IntArrayRef sizes, const at::Tensor& like
   return at::empty(sizes, like.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
+// The params' dtype, `on`'s: where the params have one and `on` holds floats
+// (bincount's x without weights is int64; triu's params move any dtype by its
+// size, and have no dtype).
+template <class P>
+void fill_dtype(P& params, const at::Tensor& on) {
+  if constexpr (requires { params.dtype; })
+    if (on.is_floating_point()) params.dtype = dtype_of(on);
+}
+
 // Runs the core's CPU or CUDA entry point for `on`'s device; CUDA work goes
-// on the current stream of that device. The params' dtype is `on`'s and their
-// stream (and workspace, below) are filled here, so the bindings name only the
-// fields that carry the op's data.
+// on the current stream of that device. The params' dtype (fill_dtype) and
+// their stream (and workspace, below) are filled here, so the bindings name
+// only the fields that carry the op's data.
 template <class P>
 void call(const char* op, const at::Tensor& on, tc_status (*cpu)(const P*),
           tc_status (*cuda)(const P*), P params) {
-  params.dtype = dtype_of(on);
+  fill_dtype(params, on);
   tc_status s;
   if (on.is_cuda()) {
 #ifdef TC_WITH_CUDA
@@ -132,7 +141,7 @@ void call_with_workspace(const char* op, const at::Tensor& on, tc_status (*cpu)(
                          tc_status (*cuda)(const P*), size_t (*workspace_size)(const P*), P params) {
   at::Tensor ws;
   if (on.is_cuda()) {
-    params.dtype = dtype_of(on);  // the size depends on it (fp64 partials are twice as wide)
+    fill_dtype(params, on);  // the size depends on it (fp64 partials are twice as wide)
     params.workspace_bytes = workspace_size(&params);
     ws = at::empty({int64_t(params.workspace_bytes)}, on.options().dtype(at::kByte));
     params.workspace = ws.data_ptr();

@@ -24,14 +24,12 @@ wanted gradient at the broadcast shape; the autograd formula sums it over a's
 (b's) broadcast dims with tinycuda.sum and casts it to a's (b's) dtype.
 """
 import inspect
-import math
 import numbers
 
 import torch
 
 from .. import _build, _loader
 from ._fake import register_fake
-from .sum import sum as _sum
 
 
 def _op(name):
@@ -227,17 +225,13 @@ def _register_binary_fakes(name):
 
 
 def _sum_to(g, t):
-    """The gradient g of a broadcast result, summed to t's shape and cast to its dtype and device. Summed over
-    more than one group of dims, a float16/bfloat16 g is summed in float32 and rounded once at the end, as
-    torch rounds it (tinycuda.sum accumulates in float32 but returns its input's dtype)."""
+    """The gradient g of a broadcast result, summed to t's shape (one tinycuda::sum over every broadcast dim,
+    accumulated in float32 and rounded once, as torch's) and cast to its dtype and device."""
     lead = g.dim() - t.dim()
-    dims = [d for d, n in enumerate(t.shape) if n == 1 and g.shape[lead + d] != 1]
-    if (lead > 0) + len(dims) > 1 and g.dtype in (torch.float16, torch.bfloat16):
-        g = g.float()
-    if lead:  # the leading dims as one (math.prod: -1 cannot stand for a dim beside a 0)
-        g = _sum(g.reshape(math.prod(g.shape[:lead]), *g.shape[lead:]), 0)
-    for d in dims:
-        g = _sum(g, d, True)
+    dims = [*range(lead), *(lead + d for d, n in enumerate(t.shape) if n == 1 and g.shape[lead + d] != 1)]
+    if dims:
+        g = torch.ops.tinycuda.sum(g, dims, True)
+        g = g.reshape(g.shape[lead:])
     return g.to(dtype=t.dtype, device=t.device)
 
 

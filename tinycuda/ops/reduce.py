@@ -68,7 +68,7 @@ _NO_IDENTITY = {"amax", "amin", "argmax", "argmin"}
 def _out_shape(op, x, dim, keepdim, ord=None):
     mask = _mask(op, x.dim(), dim)
     if x.dim() > 8:  # the C++ layer merges neighbouring kept (reduced) dims: at most 8 runs
-        runs = sum(1 for d in range(x.dim()) if d == 0 or (d in mask) != (d - 1 in mask))
+        runs = len([d for d in range(x.dim()) if d == 0 or (d in mask) != (d - 1 in mask)])  # (sum: ours)
         torch._check(runs <= 8, lambda: f"tinycuda::{op}: x has {x.dim()} dims whose reduced and kept ones alternate "
                                         f"{runs} times; at most 8")
     shape = [1 if d in mask else n for d, n in enumerate(x.shape) if keepdim or d not in mask]
@@ -105,7 +105,24 @@ def _register_fakes(name):
         return x.new_empty(x.shape)
 
 
+def _register_sum_autograd():
+    """sum's gradient is grad_out broadcast back over the reduced dims: a stride-0 view, as torch's, no kernel
+    (tinycuda::sum_backward writes it out, for the C door and for callers that want it dense), and x is not
+    kept alive for it."""
+    def setup_context(ctx, inputs, output):
+        x, dim, keepdim = inputs
+        ctx.shape, ctx.mask = x.shape, _mask("sum", x.dim(), dim)
+
+    def backward(ctx, grad):
+        kept = [1 if d in ctx.mask else n for d, n in enumerate(ctx.shape)]
+        return grad.reshape(kept).expand(ctx.shape), None, None
+
+    torch.library.register_autograd("tinycuda::sum", backward, setup_context=setup_context)
+
+
 def _register_autograd(name):
+    if name == "sum":
+        return _register_sum_autograd()
     backward_op = _op(name + "_backward")
     names = [a.name for a in _op(name).default._schema.arguments[1:]]
 

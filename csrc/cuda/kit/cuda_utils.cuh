@@ -62,19 +62,20 @@ inline tc_status check_launch(const char* op) {
 }
 
 // What a launcher sizes a resident (persistent) grid by: the current device's
-// SMs and L2, and how many blocks of `kernel` fit on one SM at once.
+// SMs and L2, and how many blocks of `kernel` (with `smem` bytes of dynamic
+// shared memory) fit on one SM at once.
 struct DeviceFit {
   int sms = 0, l2_bytes = 0, blocks_per_sm = 0;
 };
 
 template <class Kernel>
-tc_status device_fit(const char* op, Kernel kernel, int threads, DeviceFit* fit) {
+tc_status device_fit(const char* op, Kernel kernel, int threads, DeviceFit* fit, size_t smem = 0) {
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&fit->sms, cudaDevAttrMultiProcessorCount, dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&fit->l2_bytes, cudaDevAttrL2CacheSize, dev);
   if (err == cudaSuccess)
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit->blocks_per_sm, kernel, threads, 0);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit->blocks_per_sm, kernel, threads, smem);
   return cuda_status(op, "querying the device", err);
 }
 

@@ -8,7 +8,7 @@
  * Backward (any output pointer may be NULL to skip it):
  *   grad_x      = grad_y @ weight        [M, K]
  *   grad_weight = grad_y^T @ x           [N, K]
- *   grad_bias   = sum over M of grad_y   [N]  (the sum family's reduction;
+ *   grad_bias   = sum over M of grad_y   [N]  (the reduce family's sum;
  *                 workspace of tc_linear_backward_workspace_size() bytes)
  * All three products are the matmul family's, with the operands' strides
  * swapped, so no operand is ever transposed in memory. */

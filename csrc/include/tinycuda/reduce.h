@@ -1,5 +1,6 @@
 /* reduce family: reductions over any set of dims, one machinery for all.
  *
+ *   sum          sum x
  *   mean         sum x / n
  *   prod         the product of x
  *   amax, amin   the largest (smallest) x; NaN if any x is NaN
@@ -16,6 +17,7 @@
  * double input), in a fixed order: results are bit-identical run to run.
  *
  * Gradients, with g = grad_y at x's output and y the forward's output:
+ *   sum         g
  *   mean        g / n
  *   prod        g y / x where x != 0; at a slice's only zero g * (the product of the
  *               others); 0 elsewhere (torch's)
@@ -56,7 +58,8 @@ typedef enum {
   TC_REDUCE_ARGMAX = 7,
   TC_REDUCE_ARGMIN = 8,
   TC_REDUCE_PROD = 9,
-  TC_REDUCE_COUNT = 10
+  TC_REDUCE_SUM = 10,
+  TC_REDUCE_COUNT = 11
 } tc_reduce_op;
 
 typedef struct {

@@ -1,0 +1,262 @@
+// losses family, CPU: torch.nn.functional's losses with their reductions
+// (tinycuda/losses.h; the math, shared with CUDA, in shared/losses_math.h).
+//
+// The elementwise losses walk the operands' broadcast shape in tiles of
+// kTile elements: each operand's values are unpacked into an A array first
+// (a contiguous run converted in one loop, a broadcast value repeated, a
+// strided view stepped like an odometer, an optional operand not given as
+// 1), then the loss, or its gradients, run over the tile with no layout left
+// in the loop, which vectorizes where the math does (mse: 8 fp32 a
+// multiply-add). A reduction sums chunks of kChunk elements, each in kLanes
+// interleaved partial sums (one float sum waits ~4 cycles an add on the
+// previous one), the chunks' sums then added left to right: the order is
+// fixed by the shape, not the thread count, so results are the same on any
+// machine. Threads split the chunks.
+//
+// triplet_margin_loss walks rows (its operands are contiguous): the three
+// distances' folds in kRowLanes interleaved states, the row's loss, then (the
+// backward) each element's gradients from the row's distances; rows are
+// summed in chunks of about kChunk elements, as above.
+#include <algorithm>
+#include <vector>
+
+#include "kit/cpu_utils.h"
+#include "kit/parallel.h"
+#include "../shared/losses_math.h"
+
+namespace {
+
+constexpr int64_t kTile = 256;
+constexpr int64_t kChunk = 4096;
+constexpr int kLanes = 32;
+constexpr int kRowLanes = 8;
+
+tc_status failed(const char* name) { return tc_fail(TC_ERR_INTERNAL, "%s: a CPU worker failed (out of memory?)", name); }
+
+// Operand k's elements [i0, i0 + m) of the layout into v[k] (A), for the N operands the math reads.
+template <int N, class T>
+void unpack(const StridedLayout<4>& l, const T* const* p, int64_t i0, int64_t m, acc_t<T> (*v)[kTile]) {
+  using A = acc_t<T>;
+  if (l.ndim <= 1) {
+    for (int k = 0; k < N; ++k) {
+      const int64_t s = l.ndim ? l.strides[k][0] : 0;
+      A* out = v[k];
+      if (!p[k]) std::fill(out, out + m, A(1));
+      else if (s == 1) for (int64_t j = 0; j < m; ++j) out[j] = to_acc(p[k][i0 + j]);
+      else if (s == 0) std::fill(out, out + m, A(to_acc(p[k][0])));
+      else for (int64_t j = 0; j < m; ++j) out[j] = to_acc(p[k][(i0 + j) * s]);
+    }
+    return;
+  }
+  int64_t idx[8], off[N] = {}, rest = i0;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    idx[d] = rest % l.sizes[d], rest /= l.sizes[d];
+    for (int k = 0; k < N; ++k) off[k] += idx[d] * l.strides[k][d];
+  }
+  const int inner = l.ndim - 1;
+  for (int64_t j = 0; j < m; ++j) {
+    for (int k = 0; k < N; ++k) v[k][j] = p[k] ? A(to_acc(p[k][off[k]])) : A(1);
+    int d = inner;
+    ++idx[d];
+    for (int k = 0; k < N; ++k) off[k] += l.strides[k][d];
+    while (d > 0 && idx[d] == l.sizes[d]) {  // carry into the next-outer dim
+      for (int k = 0; k < N; ++k) off[k] -= idx[d] * l.strides[k][d];
+      idx[d] = 0;
+      --d;
+      ++idx[d];
+      for (int k = 0; k < N; ++k) off[k] += l.strides[k][d];
+    }
+  }
+}
+
+// f(chunk) for each of `chunks` items on the threads `work` elements ask for
+template <class F> bool each_chunk(int64_t chunks, int64_t work, F&& f) {
+  const int64_t threads = threads_for(chunks, work);
+  return run_threads(threads, [&](int64_t t) {
+    for (int64_t c = chunks * t / threads; c < chunks * (t + 1) / threads; ++c) f(c);
+  });
+}
+
+// the chunks' sums, left to right, divided by the divisor, as the loss
+template <class T> void store_sum(const std::vector<acc_t<T>>& sums, double divisor, T* out) {
+  acc_t<T> s = 0;
+  for (acc_t<T> v : sums) s += v;
+  out[0] = from_acc<T>(s / acc_t<T>(divisor));
+}
+
+// ---------------------------------------------------------------------------
+// the elementwise losses
+
+template <int OP, class T> tc_status loss_cpu(const char* name, const tc_loss_params* p) {
+  using A = acc_t<T>;
+  using M = LossMath<OP>;
+  constexpr int N = M::kOperands;
+  const StridedLayout<4> l = loss_layout(p);
+  const LossCtx<A> c = loss_ctx<A>(p);
+  const T* ops[4];
+  for (int k = 0; k < 4; ++k) ops[k] = static_cast<const T*>(p->operands[k]);
+  const int64_t n = l.n, chunks = (n + kChunk - 1) / kChunk;
+  T* out = static_cast<T*>(p->out);
+  const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
+  std::vector<A> sums(none ? 0 : size_t(chunks));
+  const bool ok = each_chunk(chunks, n * 8, [&](int64_t ch) {
+    A v[N][kTile], lane[kLanes] = {};
+    for (int64_t i0 = ch * kChunk, end = std::min(n, i0 + kChunk); i0 < end; i0 += kTile) {
+      const int64_t m = std::min(kTile, end - i0);
+      unpack<N>(l, ops, i0, m, v);
+      auto loss = [&](int64_t j) {
+        A e[N];
+        for (int k = 0; k < N; ++k) e[k] = v[k][j];
+        return M::f(e, c);
+      };
+      if (none) {
+        for (int64_t j = 0; j < m; ++j) out[i0 + j] = from_acc<T>(loss(j));
+        continue;
+      }
+      int64_t j = 0;
+      for (; j + kLanes <= m; j += kLanes)
+        for (int u = 0; u < kLanes; ++u) lane[u] += loss(j + u);
+      for (int u = 0; j < m; ++j, ++u) lane[u] += loss(j);
+    }
+    if (!none) {
+      A s = lane[0];
+      for (int u = 1; u < kLanes; ++u) s += lane[u];
+      sums[size_t(ch)] = s;
+    }
+  });
+  if (!ok) return failed(name);
+  if (!none) store_sum(sums, loss_divisor(p), out);
+  return TC_OK;
+}
+
+template <int OP, class T> tc_status loss_backward_cpu(const char* name, const tc_loss_params* p) {
+  using A = acc_t<T>;
+  using M = LossMath<OP>;
+  constexpr int N = M::kOperands;
+  const StridedLayout<4> l = loss_layout(p);
+  const LossCtx<A> c = loss_ctx<A>(p);
+  const T* ops[4];
+  T* grads[4];
+  for (int k = 0; k < 4; ++k) ops[k] = static_cast<const T*>(p->operands[k]), grads[k] = static_cast<T*>(p->grads[k]);
+  const T* g = static_cast<const T*>(p->grad_out);
+  const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
+  const A g0 = none ? A(0) : to_acc(g[0]) / A(loss_divisor(p));
+  const int64_t n = l.n, chunks = (n + kChunk - 1) / kChunk;
+  const bool ok = each_chunk(chunks, n * 8, [&](int64_t ch) {
+    A v[N][kTile];
+    for (int64_t i0 = ch * kChunk, end = std::min(n, i0 + kChunk); i0 < end; i0 += kTile) {
+      const int64_t m = std::min(kTile, end - i0);
+      unpack<N>(l, ops, i0, m, v);
+      for (int64_t j = 0; j < m; ++j) {
+        A e[N], d[N];
+        for (int k = 0; k < N; ++k) e[k] = v[k][j];
+        M::df(none ? A(to_acc(g[i0 + j])) : g0, e, c, d);
+        for (int k = 0; k < N; ++k)
+          if (grads[k]) grads[k][i0 + j] = from_acc<T>(d[k]);
+      }
+    }
+  });
+  return ok ? TC_OK : failed(name);
+}
+
+// ---------------------------------------------------------------------------
+// triplet_margin_loss: rows
+
+// rows [r0, r1) of a, p, n (contiguous, cols each): f(r, row) for each
+template <int KIND, class T, class F>
+void triplet_rows(const T* const* ops, int64_t cols, int64_t r0, int64_t r1, bool swap, const LossCtx<acc_t<T>>& c,
+                  F&& f) {
+  using TM = TripletMath<KIND, acc_t<T>>;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T *a = ops[0] + r * cols, *pp = ops[1] + r * cols, *nn = ops[2] + r * cols;
+    typename TM::Sums lane[kRowLanes];
+    for (auto& s : lane) s = TM::init();
+    int64_t j = 0;
+    for (; j + kRowLanes <= cols; j += kRowLanes)
+      for (int u = 0; u < kRowLanes; ++u) TM::add(lane[u], to_acc(a[j + u]), to_acc(pp[j + u]), to_acc(nn[j + u]), c);
+    for (int u = 0; j < cols; ++j, ++u) TM::add(lane[u], to_acc(a[j]), to_acc(pp[j]), to_acc(nn[j]), c);
+    typename TM::Sums s = lane[0];
+    for (int u = 1; u < kRowLanes; ++u) s = TM::merge(s, lane[u]);
+    f(r, TM::row(s, swap, c));
+  }
+}
+
+// rows a chunk: about kChunk elements (at least one row), fixed by the shape
+int64_t rows_per_chunk(int64_t cols) { return std::max<int64_t>(1, kChunk / std::max<int64_t>(cols, 1)); }
+
+template <int KIND, class T> tc_status triplet_cpu(const char* name, const tc_loss_params* p) {
+  using A = acc_t<T>;
+  const LossRows rc = loss_rows(p);
+  const LossCtx<A> c = loss_ctx<A>(p);
+  const T* ops[3] = {static_cast<const T*>(p->operands[0]), static_cast<const T*>(p->operands[1]),
+                     static_cast<const T*>(p->operands[2])};
+  T* out = static_cast<T*>(p->out);
+  const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
+  const int64_t per = rows_per_chunk(rc.cols), chunks = (rc.rows + per - 1) / per;
+  std::vector<A> sums(none ? 0 : size_t(chunks));
+  const bool ok = each_chunk(chunks, rc.rows * rc.cols * 8, [&](int64_t ch) {
+    A s = 0;
+    triplet_rows<KIND>(ops, rc.cols, ch * per, std::min(rc.rows, (ch + 1) * per), p->swap != 0, c,
+                       [&](int64_t r, const auto& row) {
+                         if (none) out[r] = from_acc<T>(row.loss);
+                         else s += row.loss;
+                       });
+    if (!none) sums[size_t(ch)] = s;
+  });
+  if (!ok) return failed(name);
+  if (!none) store_sum(sums, loss_divisor(p), out);
+  return TC_OK;
+}
+
+template <int KIND, class T> tc_status triplet_backward_cpu(const char* name, const tc_loss_params* p) {
+  using A = acc_t<T>;
+  const LossRows rc = loss_rows(p);
+  const LossCtx<A> c = loss_ctx<A>(p);
+  const T* ops[3] = {static_cast<const T*>(p->operands[0]), static_cast<const T*>(p->operands[1]),
+                     static_cast<const T*>(p->operands[2])};
+  T* grads[3] = {static_cast<T*>(p->grads[0]), static_cast<T*>(p->grads[1]), static_cast<T*>(p->grads[2])};
+  const T* g = static_cast<const T*>(p->grad_out);
+  const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
+  const A g0 = none ? A(0) : to_acc(g[0]) / A(loss_divisor(p));
+  const int64_t per = rows_per_chunk(rc.cols), chunks = (rc.rows + per - 1) / per;
+  const bool ok = each_chunk(chunks, rc.rows * rc.cols * 16, [&](int64_t ch) {
+    triplet_rows<KIND>(ops, rc.cols, ch * per, std::min(rc.rows, (ch + 1) * per), p->swap != 0, c,
+                       [&](int64_t r, const auto& row) {
+                         const A gr = row.active ? (none ? A(to_acc(g[r])) : g0) : A(0);
+                         for (int64_t j = r * rc.cols; j < (r + 1) * rc.cols; ++j) {
+                           A d[3];
+                           TripletMath<KIND, A>::df(gr, to_acc(ops[0][j]), to_acc(ops[1][j]), to_acc(ops[2][j]),
+                                                    row, c, d);
+                           for (int k = 0; k < 3; ++k)
+                             if (grads[k]) grads[k][j] = from_acc<T>(d[k]);
+                         }
+                       });
+  });
+  return ok ? TC_OK : failed(name);
+}
+
+template <bool BACKWARD> tc_status run(const tc_loss_params* p) {
+  TC_RETURN_IF_ERROR(loss_check(p, BACKWARD));
+  const char* name = loss_name(p->op, BACKWARD);
+  const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
+  if (none && loss_count(p) == 0) return TC_OK;
+  return dispatch_cpu(p->dtype, name, [&](auto tag) -> tc_status {
+    using T = decltype(tag);
+    return dispatch_loss(p->op, [&](auto k) -> tc_status {
+      constexpr int OP = decltype(k)::value;
+      if constexpr (OP == TC_LOSS_TRIPLET_MARGIN_LOSS) {
+        return dispatch_norm(loss_ctx<acc_t<T>>(p).norm.kind, [&](auto kind) -> tc_status {
+          constexpr int KIND = decltype(kind)::value;
+          return BACKWARD ? triplet_backward_cpu<KIND, T>(name, p) : triplet_cpu<KIND, T>(name, p);
+        });
+      } else {
+        return BACKWARD ? loss_backward_cpu<OP, T>(name, p) : loss_cpu<OP, T>(name, p);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+tc_status tc_loss_cpu(const tc_loss_params* p) { return run<false>(p); }
+tc_status tc_loss_backward_cpu(const tc_loss_params* p) { return run<true>(p); }
