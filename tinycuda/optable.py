@@ -1698,8 +1698,8 @@ def _argsort_ref(x, dim=-1, descending=False, *, stable=False):
 
 def _topk_ref(x, k, dim=-1, largest=True, sorted=True):
     """torch.topk with its ties settled as tinycuda settles them, to the lower index: the first k of a stable sort."""
-    if x.dim() == 0:
-        return torch.topk(x, k, dim, largest, sorted)
+    if x.dim() == 0:  # CPU torch gives x for k 0 or 1; CUDA torch leaves k = 0's value unwritten (2.11)
+        return tuple(t.to(x.device) for t in torch.topk(x.cpu(), k, dim, largest, sorted))
     v, i = torch.sort(x, dim=dim, descending=largest, stable=True)
     return v.narrow(dim, 0, k), i.narrow(dim, 0, k)
 
