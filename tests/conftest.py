@@ -66,6 +66,17 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.cuda)
 
 
+def assert_device_assert(op, *lines):
+    """The statements `lines` (CUDA work on a value only the device reads) stop with a device-side assert naming
+    tinycuda::<op>, as torch's kernels do, reported at the next synchronization. In a child process: the CUDA
+    context is lost after it."""
+    r = run_child("\n".join(["import torch, tinycuda.ops", *lines, "torch.cuda.synchronize()", "print('no error')"]))
+    # the device's assert line goes to the process's output, the host's error to stderr
+    assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
+    assert f"tinycuda::{op}" in r.stderr + r.stdout, (r.stdout, r.stderr)
+    assert "device-side assert" in r.stderr, r.stderr
+
+
 def max_err(a, ref):
     """The largest |a - ref|; equal values (equal infinities: logcumsumexp's -inf) count 0."""
     if not a.numel():

@@ -3,14 +3,12 @@ RotaryEmbedding module against Hugging Face's formulas written out here
 (transformers is not a dependency), position ids against tables gathered by
 hand, transposed views read without a copy, cos and sin getting no gradient,
 and, on CUDA, an out-of-range position id stopping the kernel."""
-
 import pytest
 import torch
 
 import tinycuda
-from conftest import requires_cuda, run_child
+from conftest import assert_device_assert, requires_cuda
 from tinycuda.optable import _rope_args
-
 
 
 # ---------------------------------------------------------------------------
@@ -171,20 +169,9 @@ def test_transposed_views_are_read_in_place():
 def test_cuda_out_of_range_position_id_is_a_device_assert():
     """CUDA cannot check ids without a synchronization: the kernel stops with a device-side assert naming the
     op, reported at the next synchronization. The context is lost after it, hence the subprocess."""
-    code = "\n".join([
-        "import torch, tinycuda",
-        "q = torch.randn(1, 2, 3, 8, device='cuda')",
-        "cos = torch.randn(4, 8, device='cuda')",
-        "ids = torch.tensor([0, 1, 4], device='cuda')",
-        "tinycuda.rope(q, q.clone(), cos, cos, ids)",
-        "torch.cuda.synchronize()",
-        "print('no error')",
-    ])
-    r = run_child(code)
-    # the device's assert line goes to the process's output, the host's error to stderr
-    assert r.returncode != 0 and "no error" not in r.stdout, (r.stdout, r.stderr)
-    assert "tinycuda::rope" in r.stderr + r.stdout, (r.stdout, r.stderr)
-    assert "device-side assert" in r.stderr, r.stderr
+    assert_device_assert("rope", "q = torch.randn(1, 2, 3, 8, device='cuda')",
+                         "cos = torch.randn(4, 8, device='cuda')", "ids = torch.tensor([0, 1, 4], device='cuda')",
+                         "tinycuda.rope(q, q.clone(), cos, cos, ids)")
 
 
 def test_capi_rope_in_place_and_errors():

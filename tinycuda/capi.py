@@ -88,7 +88,8 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
-           "where", "permute_copy", "transpose_copy", "contiguous", "histc", "bincount"]
+           "sum", "sum_backward", "where", "permute_copy", "transpose_copy", "contiguous", "histc", "bincount",
+           "sort", "argsort", "topk", "sort_backward"]
 
 
 class CapiError(RuntimeError):
@@ -153,9 +154,11 @@ def _enum(op, arg, prefix, value):
 
 
 @functools.cache
-def _dtypes():
-    """tc_dtype's dtypes as array libraries name them ('float32', ...)."""
-    return [n[3:].lower() for n in _constants("TC_") if n in ffi.typeof("tc_dtype").relements]
+def _dtypes(floating=True):
+    """tc_dtype's dtypes as array libraries name them ('float32', ...): the float ones, every family's, or
+    (floating=False) all of them, the integer ones and bool too (the families that take them: sort)."""
+    names = [n[3:].lower() for n in _constants("TC_") if n in ffi.typeof("tc_dtype").relements]
+    return [n for n in names if "float" in n] if floating else names
 
 
 @functools.cache
@@ -241,14 +244,16 @@ def _view(op, name, obj):
                     f"(__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
 
 
-def _check(op, named, strided=()):
+def _check(op, named, strided=(), floating=True):
     """Views of the arrays of named (None: left out): C-contiguous (but those named in `strided`, which the
-    kernel reads through their strides), of one supported dtype, on one device."""
+    kernel reads through their strides), of one supported dtype (a float one, or with floating=False any of
+    tc_dtype's), on one device."""
     views = {name: _view(op, name, obj) for name, obj in named.items() if obj is not None}
     name0, a0 = next(iter(views.items()))
     for name, a in views.items():
-        if a.dtype not in _dtypes():
-            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; expected one of {', '.join(_dtypes())}")
+        if a.dtype not in _dtypes(floating):
+            raise TypeError(f"tinycuda.capi.{op}: {name} has dtype {a.dtype}; expected one of "
+                            f"{', '.join(_dtypes(floating))}")
         if not a.contiguous and name not in strided:
             raise ValueError(f"tinycuda.capi.{op}: {name} must be C-contiguous")
         if a.device != a0.device:
@@ -340,8 +345,7 @@ def _call(op, like, /, stream=None, entry=None, **fields):
     """Runs tc_<entry>_cpu or _cuda (entry: op by default) on like's device with
     its params struct filled from `fields` (an array view becomes a pointer,
     None NULL, a string the header's constant of that name), dtype (where the
-    struct has one and like holds one of tc_dtype's: bincount's int64 x leaves
-    it to the fields) and stream from `like`, and on CUDA the workspace when
+    struct has one) and stream from `like`, and on CUDA the workspace when
     tc_<entry>_workspace_size is declared. op and like are positional-only: a
     struct may have a field named op (tc_unary_params)."""
     fn, ptype, types, workspace_size = _entry(entry or op, "cuda" if like.device == "cuda" else "cpu")
@@ -355,7 +359,7 @@ def _call(op, like, /, stream=None, entry=None, **fields):
                 raise ValueError(f"tinycuda.capi.{op}: {name} must be an int or a TC_* constant, got {value!r}")
             value = getattr(lib(), value)
         setattr(p, name, ffi.NULL if value is None else ffi.cast(t, value) if t.kind == "pointer" else value)
-    if "dtype" in types and like.dtype in _dtypes():  # a copy's params take an itemsize instead
+    if "dtype" in types and like.dtype in _dtypes(floating=False):  # a copy's params take an itemsize instead
         p.dtype = getattr(lib(), "TC_" + like.dtype.upper())
     p.stream = ffi.cast("void*", _stream(like, stream))
     if workspace_size is not None and like.device == "cuda" and (nbytes := workspace_size(p)):
@@ -1318,6 +1322,107 @@ def _loss_functions(name):
         fn.__name__ = fn.__qualname__ = fname
         fn.__signature__ = sig
     return forward, backward
+
+
+# ---------------------------------------------------------------------------
+# the sort family: sort, argsort, topk and sort_backward along one dim (tinycuda/sort.h)
+
+def _sort_dim(op, shape, dim):
+    """dim of an array of `shape` wrapped, the torch layer's rule and words (csrc/torch/sort.cpp); a 0-dim array
+    takes dim 0 and -1."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"tinycuda.capi.{op}: dim must be an int, got {dim!r}")
+    nd = len(shape)
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise ValueError(f"tinycuda.capi.{op}: dim {dim} is out of range for a tensor of {nd} dims")
+    return dim % nd if nd else 0
+
+
+def _along(op, v, d, floating):
+    """The view of a C-contiguous array holding v with dim d last (v itself when it is one already)."""
+    if len(v.shape) and d != len(v.shape) - 1:
+        return _check(op, {"a": _movedim(op, v, d, -1)}, floating=floating)["a"]
+    return v if v.contiguous else _check(op, {"a": _contiguous(v)}, floating=floating)["a"]
+
+
+def _put_back(op, name, res, given, like_shape, d, nd):
+    """A result computed with dim d last (res: (array, view)), in like_shape's layout: into `given` when passed."""
+    arr, view = res
+    if not nd or d == nd - 1:
+        return arr
+    y = _movedim(op, view, -1, d)
+    if given is not None:
+        _array(op, name, given, view, like_shape, view.dtype)[0][...] = y
+        return given
+    return y
+
+
+def _sort_rows(op, x, k, dim, descending, values, indices, stream, want_values=True):
+    """(values, indices): the first k of each row of x's stable sort along dim (None for k: the whole row)."""
+    v = _check(op, {"x": x}, strided=("x",), floating=False)["x"]
+    nd, d = len(v.shape), _sort_dim(op, v.shape, dim)
+    n = v.shape[d] if nd else 1
+    k = n if k is None else k
+    if not isinstance(k, numbers.Integral) or not 0 <= k <= n:
+        raise ValueError(f"tinycuda.capi.{op}: k must be in [0, {n}] (the size of dim {d}), got {k!r}")
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"tinycuda.capi.{op}: descending must be a bool, got {descending!r}")
+    a = _along(op, v, d, False)
+    out_shape = tuple(a.shape[:-1]) + (k,) if nd else ()
+    moved = nd and d != nd - 1
+    res_v = _array(op, "values", None if moved else values, a, out_shape) if want_values else (None, None)
+    res_i = _array(op, "indices", None if moved else indices, a, out_shape, "int64")
+    _call(op, a, stream, "sort", rows=(a.size // n if n else 0), n=n, k=k, descending=int(descending), x=a,
+          values=res_v[1], indices=res_i[1])
+    like = tuple(v.shape[:d]) + (k,) + tuple(v.shape[d + 1:]) if nd else ()
+    ind = _put_back(op, "indices", res_i, indices, like, d, nd)
+    return (_put_back(op, "values", res_v, values, like, d, nd) if want_values else None), ind
+
+
+def sort(x, dim=-1, descending=False, *, stable=False, values=None, indices=None, stream=None):
+    """torch.sort: (values, indices int64) along dim, stable (which stable=False allows). x: any dtype of
+    tc_dtype, any strides (a C-contiguous copy with dim last when it is not one)."""
+    return _sort_rows("sort", x, None, dim, descending, values, indices, stream)
+
+
+def argsort(x, dim=-1, descending=False, *, stable=False, out=None, stream=None):
+    """torch.argsort: sort's indices alone (int64)."""
+    return _sort_rows("argsort", x, None, dim, descending, None, out, stream, want_values=False)[1]
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True, *, values=None, indices=None, stream=None):
+    """torch.topk: the k largest (smallest) along dim and their indices, in order, ties to the lower index. As
+    the torch layer, a 0-dim x (k 0 or 1) gives itself, and bool is refused."""
+    v = _check("topk", {"x": x}, strided=("x",), floating=False)["x"]
+    if v.dtype == "bool":
+        raise TypeError("tinycuda.capi.topk: x must not be bool (as torch.topk)")
+    if not v.shape:
+        if k not in (0, 1):
+            raise ValueError(f"tinycuda.capi.topk: k must be in [0, 1] (the size of dim 0), got {k!r}")
+        k = 1
+    return _sort_rows("topk", x, k, dim, largest, values, indices, stream)
+
+
+def sort_backward(grad_values, indices, dim, n, *, grad_x=None, stream=None):
+    """The gradient of sort's or topk's values: zeros with n along dim, grad_values scattered to the indices."""
+    op = "sort_backward"
+    g = _check(op, {"grad_values": grad_values}, strided=("grad_values",))["grad_values"]
+    i = _check(op, {"indices": indices}, strided=("indices",), floating=False)["indices"]
+    if i.dtype != "int64":
+        raise TypeError(f"tinycuda.capi.{op}: indices must be int64, got {i.dtype}")
+    _same_shape(op, {"indices": i, "grad_values": g}, "indices", "grad_values")
+    nd, d = len(g.shape), _sort_dim(op, g.shape, dim)
+    k = g.shape[d] if nd else 1
+    if not isinstance(n, numbers.Integral) or n < k or (not nd and n != 1):
+        raise ValueError(f"tinycuda.capi.{op}: n must be >= {k} (the size of dim {d} of grad_values), got {n!r}")
+    ga, ia = _along(op, g, d, True), _along(op, i, d, False)
+    out_shape = tuple(ga.shape[:-1]) + (n,) if nd else ()
+    moved = nd and d != nd - 1
+    res = _array(op, "grad_x", None if moved else grad_x, ga, out_shape)
+    _call(op, ga, stream, "sort_backward", rows=(math.prod(out_shape) // n if n else 0), n=n, k=k,
+          grad_values=ga, indices=ia, grad_x=res[1])
+    return _put_back(op, "grad_x", res, grad_x, tuple(g.shape[:d]) + (n,) + tuple(g.shape[d + 1:]) if nd else (),
+                     d, nd)
 
 
 # ---------------------------------------------------------------------------

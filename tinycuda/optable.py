@@ -1708,6 +1708,136 @@ LOSS_BENCH = {
     "triplet_margin_loss": Bench(TRIPLET_SHAPES_BENCH, _loss_bench("triplet_margin_loss"), _loss_bytes(3, 3),
                                  modes=("fwd", "fwd+bwd"), loss=True, fp32_tol=1e-3),
 }
+# the sort family: sort, argsort, topk (one stable sort: tinycuda/sort.h)
+
+def _sort_ref(x, dim=-1, descending=False, *, stable=False):
+    """torch.sort, stable: ties (float16's, bfloat16's) in the order tinycuda's stable sort keeps them."""
+    return torch.sort(x, dim=dim, descending=descending, stable=True)
+
+
+def _argsort_ref(x, dim=-1, descending=False, *, stable=False):
+    return torch.argsort(x, dim=dim, descending=descending, stable=True)
+
+
+def _topk_ref(x, k, dim=-1, largest=True, sorted=True):
+    """torch.topk with its ties settled as tinycuda settles them, to the lower index: the first k of a stable sort."""
+    if x.dim() == 0:  # CPU torch gives x for k 0 or 1; CUDA torch leaves k = 0's value unwritten (2.11)
+        return tuple(t.to(x.device) for t in torch.topk(x.cpu(), k, dim, largest, sorted))
+    v, i = torch.sort(x, dim=dim, descending=largest, stable=True)
+    return v.narrow(dim, 0, k), i.narrow(dim, 0, k)
+
+
+# (shape, dim): 0-dim, empty (the sorted dim and another), one element, odd lengths, each dim of a matrix and of a
+# 3-D tensor, and 2 x 5000 (CUDA: past the 4096-element block sort, the radix sort's rows of two tiles; float16's
+# and bfloat16's 10000 values hold many ties)
+SORT_CASES = [((), 0), ((0,), 0), ((1,), 0), ((7,), -1), ((5, 33), 1), ((5, 33), 0), ((3, 4, 5), 1), ((3, 0), 1),
+              ((0, 4), 1), ((2, 5000), 1)]
+
+
+def _sort_samples(name):
+    """SORT_CASES ascending and descending, contiguous (the default order strided too); a transposed view; the
+    defaults (x alone)."""
+    def samples(device, dtype):
+        for shape, dim in SORT_CASES:
+            x = randn(shape, device, dtype)
+            for descending in (False, True):
+                for layout in ("contig",) if descending else ("contig", "strided"):
+                    yield Sample(f"{_shape_id(shape)}-dim{dim}-descending{descending}-{layout}", (view(x, layout),),
+                                 {"dim": dim, "descending": descending}, grad_out=layout)
+        yield Sample("33x5-transposed-dim0", (randn((33, 5), device, dtype).t(),), {"dim": 0, "descending": True})
+        yield Sample("5x33-defaults", (randn((5, 33), device, dtype),))
+    return samples
+
+
+# (shape, dim, k): 0-dim (k 0 and 1, as torch: itself either way), k = 0, 1, n, each dim, 2 x 5000 with k = 10
+# (CUDA: the radix select, its k sorted by the block sort) and k = 3000 (2k > n: the radix sort's first k), and
+# 2 x 9000 with k = 4500 (the select, its k sorted by the radix sort)
+TOPK_CASES = [((), 0, 0), ((), -1, 1), ((0,), 0, 0), ((1,), 0, 1), ((7,), -1, 3), ((7,), 0, 7), ((7,), 0, 0),
+              ((5, 33), 1, 5), ((5, 33), 0, 2), ((3, 4, 5), 1, 4), ((2, 5000), 1, 10), ((2, 5000), 1, 3000),
+              ((2, 9000), 1, 4500)]
+
+
+def _topk_samples(device, dtype):
+    """TOPK_CASES largest and smallest, contiguous (largest strided too); a transposed view; the defaults."""
+    for shape, dim, k in TOPK_CASES:
+        x = randn(shape, device, dtype)
+        for largest in (True, False):
+            for layout in ("contig", "strided") if largest else ("contig",):
+                yield Sample(f"{_shape_id(shape)}-dim{dim}-k{k}-largest{largest}-{layout}", (view(x, layout), k),
+                             {"dim": dim, "largest": largest}, grad_out=layout)
+    yield Sample("33x5-transposed-dim0-k4", (randn((33, 5), device, dtype).t(), 4), {"dim": 0, "largest": False})
+    yield Sample("5x33-defaults-k3", (randn((5, 33), device, dtype), 3))
+
+
+_SORT_DTYPES = "float32, float16, bfloat16, float64, int8, int16, int32, int64, uint8 or bool"
+
+
+def _sort_errors(name):
+    """dim out of range and a complex x, from the C++ layer and the fake kernel (meta tensors); topk: k out of
+    [0, n] and a bool x; sort_backward: indices not int64, of another shape, n below k, and (the CPU kernel) an
+    index out of range."""
+    def errors():
+        fn, op = getattr(ops, name), f"tinycuda::{name}"
+        k = (2,) if name == "topk" else ()
+        bwd = torch.ops.tinycuda.sort_backward
+        cases = []
+        for x in (torch.randn(3, 4), torch.empty(3, 4, device="meta")):
+            cases += [ErrorCase(rf"{op}: dim 2 is out of range for a tensor of 2 dims", fn, (x, *k, 2)),
+                      ErrorCase(rf"{op}: dim -3 is out of range for a tensor of 2 dims", fn, (x, *k), {"dim": -3})]
+            if name == "topk":
+                cases += [ErrorCase(rf"{op}: k must be in \[0, 4\] \(the size of dim 1\), got 5", fn, (x, 5)),
+                          ErrorCase(rf"{op}: k must be in \[0, 3\] \(the size of dim 0\), got -1", fn, (x, -1, 0)),
+                          ErrorCase(rf"{op}: x must not be bool \(as torch.topk\)", fn, (x > 0, 1))]
+            else:
+                cases.append(ErrorCase(rf"{op}: x must be {_SORT_DTYPES}, got ", fn, (x.to(torch.complex64),)))
+            if name == "sort":
+                g, i = x[:, :2], torch.zeros(3, 2, dtype=torch.long, device=x.device)
+                cases += [ErrorCase(r"tinycuda::sort_backward: indices must be int64, got Float", bwd, (g, g, 1, 4)),
+                          ErrorCase(r"tinycuda::sort_backward: indices has shape \[3, 4\] but grad_values has shape "
+                                    r"\[3, 2\]", bwd, (g, x.long(), 1, 4)),
+                          ErrorCase(r"tinycuda::sort_backward: n must be >= 2", bwd, (g, i, 1, 1))]
+        if name == "sort":
+            cases.append(ErrorCase(r"tinycuda::sort_backward: indices\[3\] = 4 is out of range \[0, 4\)", bwd,
+                                   (torch.ones(2, 2), torch.tensor([[0, 1], [2, 4]]), 1, 4)))
+        return cases
+    return errors
+
+
+def _distinct(shape, device, dtype):
+    """Rows of distinct values (a random permutation of 0 .. n - 1, exact in float32 up to 2^24): no ties, so
+    torch.topk's order among equal values (unspecified) cannot differ from tinycuda's."""
+    n = shape[-1]
+    return torch.rand(shape, device=device).argsort(-1).to(dtype) - n // 2
+
+
+def _rows_bench(sh, dt, dev, make=randn):
+    """A bench shape (rows, n, ...): x of (n,) for one row, else (rows, n)."""
+    rows, n = sh[:2]
+    return make((n,) if rows == 1 else (rows, n), dev, dt)
+
+
+def _sort_bytes(shape, mode, s):
+    """sort reads x and writes values and int64 indices: keys/s = n / ms (the table's ms)."""
+    n = math.prod(shape)
+    return "GB/s", n * (2 * s + 8)
+
+
+def _topk_bytes(shape, mode, s):
+    """topk reads x (its outputs are k a row)."""
+    rows, n, k = shape
+    return "GB/s", rows * (n * s + k * (s + 8))
+
+
+# (rows, n): one long row (CUDA: the radix sort's chunks of many tiles), rows of 4096 (the block sort) and longer
+# (the radix sort's rows of a few tiles)
+SORT_SHAPES = {"small": [(1, 2**24), (1024, 4096)], "large": [(1, 2**28), (4096, 4096)],
+               "all": [(1, 2**20), (1, 2**24), (1, 2**28), (65536, 128), (4096, 4096), (512, 65536)],
+               "cpu": [(1, 2**22), (1024, 4096)]}
+# (rows, n, k): one long row and rows of 32768 (the radix select), k = 10 and 1000
+TOPK_SHAPES = {"small": [(1, 2**24, 10), (1, 2**24, 1000)],
+               "large": [(1, 2**24, 10), (1, 2**24, 1000), (4096, 32768, 10), (4096, 32768, 1000)],
+               "all": [(1, 2**24, 10), (1, 2**24, 1000), (4096, 32768, 10), (4096, 32768, 1000), (65536, 1024, 8)],
+               "cpu": [(1, 2**22, 10), (1, 2**22, 1000), (1024, 4096, 10)]}
 
 
 LINEAR_CASES = [  # (batch shape, in_features, out_features)
@@ -2892,6 +3022,16 @@ OPS = [
              grad_rtol=u.grad_rtol, grad_atol=u.grad_atol, racecheck=True, errors=_loss_op_errors(name),
              cuda_errors=_loss_cuda_errors(name), bench=LOSS_BENCH.get(name))
       for name, u in ((n, LOSSES[n]) for n in ops.losses.__all__ if n in LOSSES)),
+    # the sort family: exact (the elements' bits move), so the default tolerances hold; fwd only (the indices
+    # take no grad_out). Eager in the bench: torch.sort(stable=True) (a CUB radix sort on CUDA, stable either way:
+    # its indices are checked against ours) and torch.topk on rows of distinct values
+    OpInfo("sort", ops.sort, _sort_ref, _sort_samples("sort"), racecheck=True, errors=_sort_errors("sort"),
+           bench=Bench(SORT_SHAPES, lambda sh, dt, dev: [_rows_bench(sh, dt, dev)], _sort_bytes, modes=("fwd",))),
+    OpInfo("argsort", ops.argsort, _argsort_ref, _sort_samples("argsort"), differentiable=False, gradcheck=False,
+           racecheck=True, errors=_sort_errors("argsort")),
+    OpInfo("topk", ops.topk, _topk_ref, _topk_samples, racecheck=True, errors=_sort_errors("topk"),
+           bench=Bench(TOPK_SHAPES, lambda sh, dt, dev: [_rows_bench(sh, dt, dev, _distinct), sh[2]], _topk_bytes,
+                       modes=("fwd",), ref=torch.topk)),
     # fp32 dot products of up to 4097 terms: |err| ~ sqrt(k) * eps * |terms|.
     OpInfo("linear", ops.linear, F.linear, _linear_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, racecheck=True,
            errors=_linear_errors, cuda_errors=_linear_cuda_errors,

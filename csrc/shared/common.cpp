@@ -31,10 +31,16 @@ const char* tc_status_string(tc_status status) {
 
 size_t tc_dtype_size(tc_dtype dtype) {
   switch (dtype) {
-    case TC_FLOAT32: return 4;
-    case TC_FLOAT64: return 8;
+    case TC_INT8:
+    case TC_UINT8:
+    case TC_BOOL: return 1;
     case TC_FLOAT16:
-    case TC_BFLOAT16: return 2;
+    case TC_BFLOAT16:
+    case TC_INT16: return 2;
+    case TC_FLOAT32:
+    case TC_INT32: return 4;
+    case TC_FLOAT64:
+    case TC_INT64: return 8;
   }
   return 0;
 }

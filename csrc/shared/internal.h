@@ -38,7 +38,8 @@ template <> struct AccOf<double> { using type = double; };
 template <class T> using acc_t = typename AccOf<T>::type;
 
 // Calls f(T{}) with T the element type of `dtype`; Half/BF16 are the
-// backend's 16-bit types. Returns TC_ERR_UNSUPPORTED_DTYPE for anything else.
+// backend's 16-bit types. Returns TC_ERR_UNSUPPORTED_DTYPE for anything else
+// (the integer dtypes included).
 template <class Half, class BF16, class F>
 tc_status dispatch_dtype(tc_dtype dtype, const char* op, F&& f) {
   switch (dtype) {
@@ -46,6 +47,7 @@ tc_status dispatch_dtype(tc_dtype dtype, const char* op, F&& f) {
     case TC_FLOAT64: return f(double{});
     case TC_FLOAT16: return f(Half{});
     case TC_BFLOAT16: return f(BF16{});
+    default: break;  // the integer dtypes: only the families that take them dispatch on them
   }
   return tc_fail(TC_ERR_UNSUPPORTED_DTYPE, "%s: unsupported dtype code %d", op,
                  static_cast<int>(dtype));

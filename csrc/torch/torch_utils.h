@@ -54,13 +54,20 @@ struct Arg {
   const at::Tensor& t;
 };
 
-inline tc_dtype dtype_of(const at::Tensor& t) {
+// tc_dtype's code for t's dtype, or -1 where tc_dtype has none (complex, uint16, ...)
+inline int dtype_code(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kFloat: return TC_FLOAT32;
     case at::kHalf: return TC_FLOAT16;
     case at::kBFloat16: return TC_BFLOAT16;
     case at::kDouble: return TC_FLOAT64;
-    default: fail("dtype_of", "unreachable: dtype checked by check_args");
+    case at::kChar: return TC_INT8;
+    case at::kShort: return TC_INT16;
+    case at::kInt: return TC_INT32;
+    case at::kLong: return TC_INT64;
+    case at::kByte: return TC_UINT8;
+    case at::kBool: return TC_BOOL;
+    default: return -1;
   }
 }
 
@@ -90,13 +97,14 @@ inline at::Tensor empty_contiguous(at::IntArrayRef sizes, const at::Tensor& like
   return at::empty(sizes, like.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
-// The params' dtype, `on`'s: where the params have one and `on` holds floats
-// (bincount's x without weights is int64; triu's params move any dtype by its
-// size, and have no dtype).
+// The params' dtype, `on`'s: where the params have one and tc_dtype names
+// `on`'s (the sort family's integers and bool too; bincount's int64 x without
+// weights fills one it ignores; triu's params move any dtype by its size, and
+// have no dtype).
 template <class P>
 void fill_dtype(P& params, const at::Tensor& on) {
   if constexpr (requires { params.dtype; })
-    if (on.is_floating_point()) params.dtype = dtype_of(on);
+    if (const int code = dtype_code(on); code >= 0) params.dtype = tc_dtype(code);
 }
 
 // Runs the core's CPU or CUDA entry point for `on`'s device; CUDA work goes

@@ -39,11 +39,19 @@ typedef enum {
   TC_ERR_INTERNAL = 5
 } tc_status;
 
+/* The float dtypes are every family's; the integer ones (and bool, one byte
+ * 0 or 1) only those families' that say so in their header (sort). */
 typedef enum {
   TC_FLOAT32 = 0,
   TC_FLOAT16 = 1,
   TC_BFLOAT16 = 2,
-  TC_FLOAT64 = 3
+  TC_FLOAT64 = 3,
+  TC_INT8 = 4,
+  TC_INT16 = 5,
+  TC_INT32 = 6,
+  TC_INT64 = 7,
+  TC_UINT8 = 8,
+  TC_BOOL = 9
 } tc_dtype;
 
 /* Message of the last failing call on this thread ("" if none). */
