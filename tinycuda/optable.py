@@ -793,6 +793,14 @@ def _log_softmax_errors():
 # ---------------------------------------------------------------------------
 # the reduce family: mean ... prod, one entry each (the op list is the core's: tc_reduce_op)
 
+def _first_index_ref(fn):
+    """torch.max or torch.min run on the CPU, the results moved back: CPU torch takes the first index of a tie, as
+    tinycuda does (the contract: tinycuda's CUDA kernels take it too), and its gradient follows it."""
+    def ref(x, *args, **kwargs):
+        return tuple(t.to(x.device) for t in fn(x.cpu(), *args, **kwargs))
+    return ref
+
+
 def _prod_ref(x, dim=None, keepdim=False):
     """torch.prod, whose dim takes no None: every dim then."""
     if dim is not None:
@@ -880,8 +888,8 @@ REDUCE = {
     "sum": _Reduce(torch.sum, atol=2e-4),
     # torch.max(x, dim) / torch.min(x, dim): (values, indices), dim required; the expanded sample's ties take the
     # first index and its gradient alone (torch's, not amax's even split)
-    "max": _Reduce(torch.max, every=False, one_dim=True, identity=False),
-    "min": _Reduce(torch.min, every=False, one_dim=True, identity=False),
+    "max": _Reduce(_first_index_ref(torch.max), every=False, one_dim=True, identity=False),
+    "min": _Reduce(_first_index_ref(torch.min), every=False, one_dim=True, identity=False),
 }
 
 _EVERY = "every"  # a case's dims: every dim, as the op's schema spells it (_Reduce.every_dim)

@@ -132,18 +132,6 @@ StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p) {
   return coalesce<1>(p->ndim, p->sizes, strides);
 }
 
-StridedLayout<2> reduce_select_layout(const tc_reduce_backward_params* p) {
-  int64_t ystr[8], rstr[8];
-  int64_t ys = 1, rs = 1;
-  for (int d = p->ndim - 1; d >= 0; --d) {
-    const bool reduced = p->reduce_mask >> d & 1u;
-    ystr[d] = reduced ? 0 : ys, rstr[d] = reduced ? rs : 0;
-    (reduced ? rs : ys) *= p->sizes[d];
-  }
-  const int64_t* strides[2] = {ystr, rstr};
-  return coalesce<2>(p->ndim, p->sizes, strides);
-}
-
 size_t tc_reduce_workspace_size(const tc_reduce_params* p) {
   if (reduce_check(p) != TC_OK) return 0;
   return partial_bytes(p->dtype, p->op, reduce_layout(p));

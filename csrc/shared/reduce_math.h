@@ -364,10 +364,6 @@ ReduceLayout reduce_backward_layout(const tc_reduce_backward_params* p);
 // the backward's walk over x (contiguous), each element's output through y's
 // strides broadcast over x's shape (0 along a reduced dim), collapsed
 StridedLayout<1> reduce_grad_layout(const tc_reduce_backward_params* p);
-// max's and min's backward walk over x (contiguous): operand 0 each element's
-// output (as reduce_grad_layout), operand 1 its number in its slice (row-major
-// over the reduced dims, 0 along the kept ones), collapsed together
-StridedLayout<2> reduce_select_layout(const tc_reduce_backward_params* p);
 // The reduction the backward runs first (var's mean, amax's tie counts, prod's
 // zeros) into the start of its workspace: one unfinished state an output,
 // reduce_aux_bytes long; -1 for none. reduce_grad reads the state.

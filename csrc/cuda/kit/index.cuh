@@ -27,17 +27,16 @@ struct FastDiv {
   }
 };
 
-// A StridedLayout (shared/elementwise_check.h, collapsed) ready for the
-// device: offset(i) is operand k's offset of element i of the row-major walk
+// A StridedLayout<1> (shared/elementwise_check.h, collapsed) ready for the
+// device: offset(i) is the operand's offset of element i of the row-major walk
 // over its sizes.
 struct Walk {
   int ndim = 0;
   FastDiv size[8];
   int64_t stride[8] = {};
   Walk() = default;
-  template <int N>
-  explicit Walk(const StridedLayout<N>& l, int k = 0) : ndim(l.ndim) {
-    for (int d = 0; d < l.ndim; ++d) size[d] = FastDiv(uint64_t(l.sizes[d])), stride[d] = l.strides[k][d];
+  explicit Walk(const StridedLayout<1>& l) : ndim(l.ndim) {
+    for (int d = 0; d < l.ndim; ++d) size[d] = FastDiv(uint64_t(l.sizes[d])), stride[d] = l.strides[0][d];
   }
   __device__ __forceinline__ int64_t offset(int64_t i) const {
     int64_t off = 0;
