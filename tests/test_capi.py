@@ -452,7 +452,8 @@ def test_cuda_cupy_arrays():
 
 
 # ---------------------------------------------------------------------------
-# the reduce family (mean ... argmin), made from the core's op list: each op against its torch op
+# the reduce family (mean ... min), made from the core's op list: each op against its torch op (max and min:
+# (values, indices), the backward reading the indices in y's place)
 
 REDUCE = _build.op_names("tc_reduce_op")
 # values of the ops' float arguments beside their defaults (by the schema's argument name)
@@ -491,15 +492,16 @@ def _reduce_check(name, x, kwargs, backward=True):
     what = f"{name}({tuple(x.shape)}, strides {x.stride()}, {x.dtype}, {kwargs})"
     ref = getattr(T, name)(x, **kwargs)
     got = getattr(capi, name)(_to_capi(x), **kwargs)
-    assert type(got) is type(_to_capi(x)), what
+    assert all(type(o) is type(_to_capi(x)) for o in (got if isinstance(ref, tuple) else (got,))), what
     try:
         _same(got, ref)
     except AssertionError as e:
         raise AssertionError(f"{what}: {e}") from None
     if backward and hasattr(T, name + "_backward"):
-        xc, g = x.contiguous(), torch.randn(ref.shape, dtype=x.dtype, device=x.device)
-        ref_gx = getattr(T, name + "_backward")(g, xc, ref, **kwargs)
-        got_gx = getattr(capi, name + "_backward")(*map(_to_capi, (g, xc, ref)), **kwargs)
+        y, saved = (ref[0], ref[-1]) if isinstance(ref, tuple) else (ref, ref)  # max's, min's: the indices
+        xc, g = x.contiguous(), torch.randn(y.shape, dtype=x.dtype, device=x.device)
+        ref_gx = getattr(T, name + "_backward")(g, xc, saved, **kwargs)
+        got_gx = getattr(capi, name + "_backward")(*map(_to_capi, (g, xc, saved)), **kwargs)
         try:
             _same(got_gx, ref_gx)
         except AssertionError as e:
@@ -538,9 +540,10 @@ def test_reduce_reads_negative_strides(name):
     base = np.random.randn(6, 9, 4)
     for x in (base[::-1], base[:, ::-2].transpose(2, 0, 1), base[:, :, ::-1]):
         for kwargs in _reduce_calls(name, 3)[::2]:
-            got = torch.from_numpy(np.asarray(getattr(capi, name)(x, **kwargs)))
-            torch.testing.assert_close(got, getattr(T, name)(torch.from_numpy(x.copy()), **kwargs), rtol=1e-12,
-                                       atol=1e-12, equal_nan=True, msg=lambda m: f"{x.strides} {kwargs}: {m}")
+            got, ref = getattr(capi, name)(x, **kwargs), getattr(T, name)(torch.from_numpy(x.copy()), **kwargs)
+            got = tuple(map(_torch, got)) if isinstance(ref, tuple) else _torch(got)  # max, min: (values, indices)
+            torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12, equal_nan=True,
+                                       msg=lambda m: f"{x.strides} {kwargs}: {m}")
 
 
 @pytest.mark.parametrize("name", REDUCE)
@@ -569,15 +572,17 @@ def test_reduce_edges(name):
         _reduce_check(name, x, dict(dim=[0, 1, 2, 9]))
     x = torch.randn(4, 6, dtype=torch.float64)
     one = 1
-    y = getattr(T, name)(x, dim=one)
-    out = np.empty(y.shape, y.numpy().dtype)
-    assert getattr(capi, name)(x.numpy(), dim=one, out=out) is out
-    _same(out, y)
+    ref = getattr(T, name)(x, dim=one)
+    refs = ref if isinstance(ref, tuple) else (ref,)  # max, min: (values, indices), out a pair
+    outs = tuple(np.empty(r.shape, r.numpy().dtype) for r in refs)
+    got = getattr(capi, name)(x.numpy(), dim=one, out=outs if len(outs) > 1 else outs[0])
+    assert all(a is b for a, b in zip(got if len(outs) > 1 else (got,), outs, strict=True))
+    _same(outs, refs)
     if hasattr(T, name + "_backward"):
         gx = np.empty((4, 6))
-        g = torch.randn(y.shape, dtype=x.dtype)
-        assert getattr(capi, name + "_backward")(g.numpy(), x.numpy(), y.numpy(), dim=one, grad_x=gx) is gx
-        _same(gx, getattr(T, name + "_backward")(g, x, y, dim=one))
+        g, saved = torch.randn(refs[0].shape, dtype=x.dtype), refs[-1]
+        assert getattr(capi, name + "_backward")(g.numpy(), x.numpy(), saved.numpy(), dim=one, grad_x=gx) is gx
+        _same(gx, getattr(T, name + "_backward")(g, x, saved, dim=one))
 
 
 def test_reduce_argmax_ties_take_the_first_index():
@@ -592,15 +597,17 @@ def test_reduce_argmax_ties_take_the_first_index():
 
 def test_reduce_signatures_are_the_schemas():
     """capi.<op>: x, then the schema's arguments with its defaults (keyword-only where the schema says),
-    out and stream; capi.<op>_backward: grad_out, x, y, the same arguments, grad_x and stream."""
+    out and stream; capi.<op>_backward: grad_out, x, y (max's, min's: indices), the same arguments, grad_x
+    and stream."""
     P = inspect.Parameter
     for name in REDUCE:
         assert name in capi.__all__ and name + "_backward" in capi.__all__
         args = _reduce_schema(name).arguments
         want = [(a.name, P.KEYWORD_ONLY if a.kwarg_only else P.POSITIONAL_OR_KEYWORD,
                  a.default_value if a.has_default_value() else P.empty) for a in args[1:]]
+        saved = "indices" if len(_reduce_schema(name).returns) == 2 else "y"
         for fn, lead, extra in ((getattr(capi, name), ["x"], "out"),
-                                (getattr(capi, name + "_backward"), ["grad_out", "x", "y"], "grad_x")):
+                                (getattr(capi, name + "_backward"), ["grad_out", "x", saved], "grad_x")):
             params = list(inspect.signature(fn).parameters.values())
             assert [p.name for p in params[:len(lead)]] == lead, fn
             got = [(p.name, p.kind, p.default) for p in params[len(lead):-2]]
@@ -657,6 +664,9 @@ def test_reduce_errors():
          capi.amax_backward, (np.ones((), np.float32), x, np.ones(())), {}),
         (TypeError, r"tinycuda.capi.argmax_backward: argmax has no gradient", capi.argmax_backward,
          (x[0].copy(), x, np.zeros(6, np.int64), 0), {}),
+        (TypeError, r"tinycuda.capi.max: dim must be an int, got None", capi.max, (x, None), {}),
+        (ValueError, r"tinycuda.capi.min_backward: indices must be a C-contiguous int64 cpu array of shape \(4,\), "
+                     r"got float32 \(4,\)", capi.min_backward, (x[:, 0].copy(), x, x[:, 0].copy(), 1), {}),
     ]
     for exc, match, fn, args, kwargs in bad:
         with pytest.raises(exc, match=match):

@@ -135,22 +135,27 @@ def _runner(fn, inputs, mode, loss=False, grad=None):
     # grad_out by shape, not randn_like: that follows the output's strides, so
     # two implementations whose outputs are laid out differently (SDPA's, a
     # transposed view here) would get different gradients
-    # (one for each output of an op with several: add_rms_norm, rope)
+    # (one for each floating output of an op with several: add_rms_norm, rope; max's values, not its indices)
     def grad_out(out):
         return [torch.ones_like(o) if loss else torch.randn(o.shape, dtype=o.dtype, device=o.device)
-                for o in _as_list(out)]
+                for o in _floating(out)]
 
     if mode == "bwd":
-        out = _as_list(fn(*leaves))
+        out = _floating(fn(*leaves))
         g = grad_out(out)
         return lambda: torch.autograd.grad(out, wrt, g, retain_graph=True)
     with torch.no_grad():
         g = grad_out(fn(*inputs))
-    return lambda: torch.autograd.grad(_as_list(fn(*leaves)), wrt, g)
+    return lambda: torch.autograd.grad(_floating(fn(*leaves)), wrt, g)
 
 
 def _as_list(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _floating(out):
+    """The outputs that take a gradient (max's int64 indices do not)."""
+    return [o for o in _as_list(out) if o.is_floating_point()]
 
 
 def _variants(info):

@@ -43,13 +43,14 @@ library's tc_unary_schema and tc_binary_schema. A binary op broadcasts a and b
 larger one, as the torch layer takes a 0-dim CPU tensor); its backward returns
 the gradients at the broadcast shape, for the caller to sum over broadcast dims.
 
-The reduce family's functions (capi.mean ... capi.argmin, tinycuda/reduce.h)
+The reduce family's functions (capi.mean ... capi.min, tinycuda/reduce.h)
 are made the same way, from tc_reduce_op and tc_reduce_schema: capi.<op>(x,
 <the schema's arguments>) over any dims (dim None or []: all of them), the
 result new and C-contiguous over the kept dims (int64 for an index op, one
-tc_reduce_differentiable says has no gradient); capi.<op>_backward(grad_out,
+tc_reduce_differentiable says has no gradient; max and min return (values,
+indices), indices int64, as their schemas); capi.<op>_backward(grad_out,
 x, y, <the same arguments>) from the forward's input and output (an index
-op's refuses every call).
+op's refuses every call; max's and min's take the indices in y's place).
 
 The scan family's functions (capi.cumsum ... capi.logcumsumexp, tinycuda/scan.h)
 likewise, from tc_scan_op and tc_scan_schema: capi.<op>(x, dim, *, reverse=False,
@@ -479,12 +480,17 @@ __all__ += [f for name in _UNARY + _BINARY + _REDUCE + _SCAN + _LOSS for f in (n
 __all__ += _TRIANGLE
 
 
+_MADE = {}  # not in globals(): capi.max and capi.min would replace the builtins this module calls
+
+
 def __getattr__(name):
     """capi.<op> and capi.<op>_backward of the elementwise, reduce, scan and losses families, and capi.<op> of
     the triangle family, made on first use."""
+    if name in _MADE:
+        return _MADE[name]
     if name in _TRIANGLE:
-        globals()[name] = _triangle_function(name)
-        return globals()[name]
+        _MADE[name] = _triangle_function(name)
+        return _MADE[name]
     op = name.removesuffix("_backward")
     make = (_unary_functions if op in _UNARY else _binary_functions if op in _BINARY
             else _reduce_functions if op in _REDUCE else _scan_functions if op in _SCAN
@@ -492,8 +498,8 @@ def __getattr__(name):
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     forward, backward = make(op)
-    globals().update({op: forward, op + "_backward": backward})
-    return globals()[name]
+    _MADE.update({op: forward, op + "_backward": backward})
+    return _MADE[name]
 
 
 def _parse_schema(text):
@@ -501,8 +507,9 @@ def _parse_schema(text):
     tc_unary_schema, tc_binary_schema or tc_reduce_schema: "leaky_relu(Tensor x, float negative_slope=0.01)
     -> Tensor", "add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor" (the arguments after its *
     keyword-only), "var(Tensor x, int[1]? dim=None, *, float correction=1.0, bool keepdim=False) -> Tensor"
-    (a default in the schema's words: None, [], [0, 1], True and False are Python's too)."""
-    name, args = re.fullmatch(r"(\w+)\((.*)\) -> Tensor", text).groups()
+    (a default in the schema's words: None, [], [0, 1], True and False are Python's too), "max(Tensor x,
+    int dim, bool keepdim=False) -> (Tensor values, Tensor indices)" (the outputs: _returns)."""
+    name, args = re.fullmatch(r"(\w+)\((.*)\) -> (?:Tensor|\(.*\))", text).groups()
     parsed, keyword = [], False
     for arg in re.split(r", (?![^\[]*\])", args):  # not at a list default's commas
         if arg == "*":
@@ -512,6 +519,13 @@ def _parse_schema(text):
         typ, argname = decl.split()
         parsed.append((typ, argname, _default(default) if default else inspect.Parameter.empty, keyword))
     return name, parsed
+
+
+def _returns(text):
+    """The names of a schema's outputs where it returns several ("-> (Tensor values, Tensor indices)":
+    ["values", "indices"]); [] for "-> Tensor"."""
+    returns = re.fullmatch(r".* -> \((.*)\)", text)
+    return [r.split()[1] for r in returns.group(1).split(", ")] if returns else []
 
 
 def _default(text):
@@ -808,22 +822,23 @@ def geglu_backward(grad_out, a, b, approximate="tanh", *, grad_a=None, grad_b=No
 # the reduce family: mean ... argmin over any set of dims (tinycuda/reduce.h), made from the core's op list
 
 def _reduced_dims(op, typ, dim, nd):
-    """The dims a reduction over `dim` (the schema's type typ: "int[1]", "int[1]?" or "int?") reduces of an
-    array of nd dims, as a set: the torch layer's rule and words (csrc/torch/reduce.cpp). None or []: every
-    dim; a negative dim counts from the end; a 0-dim array takes dim 0 and -1 and reduces nothing."""
+    """The dims a reduction over `dim` (the schema's type typ: "int[1]", "int[1]?", "int?" or "int", max's: no
+    None) reduces of an array of nd dims, as a set: the torch layer's rule and words (csrc/torch/reduce.cpp).
+    None or []: every dim; a negative dim counts from the end; a 0-dim array takes dim 0 and -1 and reduces
+    nothing."""
     def is_int(d):
         return isinstance(d, numbers.Integral) and not isinstance(d, bool)
 
     listed = typ.startswith("int[")
-    if dim is None:
+    if dim is None and typ != "int":
         dims = []
     elif is_int(dim):
         dims = [int(dim)]
     elif listed and isinstance(dim, (list, tuple)) and all(map(is_int, dim)):
         dims = [int(d) for d in dim]
     else:
-        raise TypeError(f"tinycuda.capi.{op}: dim must be an int{', a list of ints' if listed else ''} or None, "
-                        f"got {dim!r}")
+        raise TypeError(f"tinycuda.capi.{op}: dim must be an int{', a list of ints' if listed else ''}"
+                        f"{' or None' if typ != 'int' else ''}, got {dim!r}")
     if not dims:
         return set(range(nd))
     reduced, lim = set(), max(nd, 1)
@@ -884,6 +899,8 @@ def _reduce_functions(name):
     dim_type = next(typ for typ, n, *_ in rest if n == "dim")
     scalar = floats[0] if floats else None
     differentiable = so.tc_reduce_differentiable(index) == 1
+    returns = _returns(text)  # max, min: ["values", "indices"]
+    saved = returns[-1] if returns else "y"  # what the backward reads besides x
     P = inspect.Parameter
     params = [P(n, P.KEYWORD_ONLY if kw else P.POSITIONAL_OR_KEYWORD, default=d) for _, n, d, kw in rest]
     positional = [p for p in params if p.kind == P.POSITIONAL_OR_KEYWORD]
@@ -891,7 +908,7 @@ def _reduce_functions(name):
     stream = P("stream", P.KEYWORD_ONLY, default=None)
     forward_sig = inspect.Signature([P(xname, P.POSITIONAL_OR_KEYWORD), *positional, *keyword,
                                      P("out", P.KEYWORD_ONLY, default=None), stream])
-    backward_sig = inspect.Signature([*(P(n, P.POSITIONAL_OR_KEYWORD) for n in ("grad_out", xname, "y")),
+    backward_sig = inspect.Signature([*(P(n, P.POSITIONAL_OR_KEYWORD) for n in ("grad_out", xname, saved)),
                                       *positional, *keyword, P("grad_x", P.KEYWORD_ONLY, default=None), stream])
 
     def options(op, g, nd):
@@ -911,8 +928,10 @@ def _reduce_functions(name):
         g = _bind(name, forward_sig, args, kwargs)
         v = _check(name, {xname: g[xname]}, strided=(xname,))[xname]
         reduced, keepdim, value = options(name, g, len(v.shape))
-        y, yv = _array(name, "out", g["out"], v, _reduced_shape(v.shape, reduced, keepdim),
-                       None if differentiable else "int64")
+        shape = _reduced_shape(v.shape, reduced, keepdim)
+        out, out_indices = (g["out"], None) if not returns or g["out"] is None else g["out"]
+        y, yv = _array(name, "out", out, v, shape, None if differentiable else "int64")
+        i, iv = _array(name, "out", out_indices, v, shape, "int64") if returns else (None, None)
         if len(v.shape) > 8 or v.strides is None:
             # past 8 dims (merged: _reduce_runs), or strides of no whole element: read from a contiguous copy
             _reduce_runs(name, v.shape, reduced)  # its error before the copy
@@ -922,25 +941,32 @@ def _reduce_functions(name):
         else:
             sizes, mask, strides = list(v.shape), _mask_bits(reduced), list(v.strides)
         _call(name, v, g["stream"], "reduce", op=index, scalar=value, ndim=len(sizes), sizes=sizes,
-              x_strides=strides, reduce_mask=mask, x=v, y=yv)
-        return y
+              x_strides=strides, reduce_mask=mask, x=v, y=yv, indices=iv)
+        return (y, i) if returns else y
 
     def backward(*args, **kwargs):
         op = name + "_backward"
         g = _bind(op, backward_sig, args, kwargs)
         if not differentiable:
             raise TypeError(f"tinycuda.capi.{op}: {name} has no gradient (its result is an int64 index)")
-        v = _check(op, {xname: g[xname], "grad_out": g["grad_out"], "y": g["y"]})
+        # max's, min's: x for its shape alone (any strides), the int64 indices checked apart
+        v = _check(op, {xname: g[xname], "grad_out": g["grad_out"], **({} if returns else {"y": g["y"]})},
+                   strided=(xname,) if returns else ())
         xv = v[xname]
         reduced, keepdim, value = options(op, g, len(xv.shape))
         shape = _reduced_shape(xv.shape, reduced, keepdim)
-        for arg in ("grad_out", "y"):
+        if returns:
+            if g[saved] is None:
+                raise TypeError(f"tinycuda.capi.{op}: {saved} must be an int64 array, got None")
+            v[saved] = _array(op, saved, g[saved], v["grad_out"], shape, "int64")[1]
+        for arg in ("grad_out", saved):
             if v[arg].shape != shape:
                 raise ValueError(f"tinycuda.capi.{op}: {arg} must have shape {shape}, got {v[arg].shape}")
         gx, gxv = _array(op, "grad_x", g["grad_x"], xv, xv.shape)
         sizes, mask = _reduce_runs(op, xv.shape, reduced)
         _call(op, xv, g["stream"], "reduce_backward", op=index, scalar=value, ndim=len(sizes), sizes=sizes,
-              reduce_mask=mask, grad_y=v["grad_out"], x=xv, y=v["y"], grad_x=gxv)
+              reduce_mask=mask, grad_y=v["grad_out"], x=None if returns else xv, y=None if returns else v["y"],
+              indices=v[saved] if returns else None, grad_x=gxv)
         return gx
 
     dtype = "x's dtype" if differentiable else "int64 (an index into the reduced dims, row-major)"
@@ -949,11 +975,15 @@ def _reduce_functions(name):
         f"too), read in place (past 8 dims, from a contiguous copy whose neighbouring kept or reduced dims are "
         f"merged, at most 8 runs). dim: an int{', a list of ints' if dim_type.startswith('int[') else ''} or "
         f"None; None or [] reduces every dim, a negative dim counts from the end. out: C-contiguous over the kept "
-        f"dims (keepdim: a 1 for each reduced one), of {dtype}.")
+        f"dims (keepdim: a 1 for each reduced one), of {dtype}"
+        + (f"; ({', '.join(returns)}) are returned, out a pair of them, the indices int64." if returns else "."))
     backward.__doc__ = (
         f"grad_x of {name}(x) for grad_out, from x and y, the forward's input and output, all C-contiguous, of "
-        f"one dtype, with the forward's arguments; grad_x C-contiguous, of x's shape." if differentiable else
-        f"{name} has no gradient (tc_reduce_differentiable is 0): every call raises TypeError.")
+        f"one dtype, with the forward's arguments; grad_x C-contiguous, of x's shape." if differentiable and
+        not returns else
+        f"grad_x of {name}(x) for grad_out (the values'), from x (its shape) and the forward's int64 {saved}: "
+        f"grad_out at the element each index names, 0 elsewhere; grad_x C-contiguous, of x's shape." if returns
+        else f"{name} has no gradient (tc_reduce_differentiable is 0): every call raises TypeError.")
     for fn, fname, sig in ((forward, name, forward_sig), (backward, name + "_backward", backward_sig)):
         fn.__name__ = fn.__qualname__ = fname
         fn.__signature__ = sig
@@ -1755,7 +1785,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
             grad_weight += grad_weight_c
         if bias is not None:
             grad_bias += gb
-    total = globals().get("sum") or __getattr__("sum")  # capi.sum, made on first use (not the builtin)
+    total = __getattr__("sum")  # capi.sum, made on first use (not the builtin)
     loss = row_loss if red == lib().TC_REDUCTION_NONE else total(row_loss)
     if mean:
         with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch

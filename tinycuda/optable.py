@@ -793,6 +793,14 @@ def _log_softmax_errors():
 # ---------------------------------------------------------------------------
 # the reduce family: mean ... prod, one entry each (the op list is the core's: tc_reduce_op)
 
+def _first_index_ref(fn):
+    """torch.max or torch.min run on the CPU, the results moved back: CPU torch takes the first index of a tie, as
+    tinycuda does (the contract: tinycuda's CUDA kernels take it too), and its gradient follows it."""
+    def ref(x, *args, **kwargs):
+        return tuple(t.to(x.device) for t in fn(x.cpu(), *args, **kwargs))
+    return ref
+
+
 def _prod_ref(x, dim=None, keepdim=False):
     """torch.prod, whose dim takes no None: every dim then."""
     if dim is not None:
@@ -818,9 +826,9 @@ def _logsumexp_ref(x, dim, keepdim=False):
 class _Reduce:
     """What the table says of one reduce op: its torch reference (same arguments), its inputs (make:
     (shape, device, dtype) -> x; randn by default), its scalar's variants (var, std: correction; vector_norm:
-    ord), every dim as its schema spells it (None; amax's, amin's and logsumexp's int[1]: []), whether dim is
-    one int (argmax, argmin, prod: no lists of dims), whether it has an identity (amax ... argmin refuse an empty
-    slice), finite(kw, n): whether a slice of n elements makes a finite number (the samples' edges: mean's
+    ord), every dim as its schema spells it (None; amax's, amin's and logsumexp's int[1]: []), whether dim can
+    name every dim (max, min: one int, required), whether dim is one int (argmax, argmin, prod, max, min: no
+    lists of dims), whether it has an identity (amax ... argmin, max, min refuse an empty slice), finite(kw, n): whether a slice of n elements makes a finite number (the samples' edges: mean's
     NaN and logsumexp's -inf of an empty slice, var's and std's of no more elements than the correction are
     tests/test_reduce.py's, against torch with NaN equal), constant(kw): whether the variant's gradient is 0
     everywhere (vector_norm's ord 0, whose torch result has no graph back to x: forward-only samples), and its
@@ -829,6 +837,7 @@ class _Reduce:
     make: callable = None
     kwargs: tuple = ({},)
     every_dim: object = None
+    every: bool = True
     one_dim: bool = False
     identity: bool = True
     finite: callable = lambda kw, n: n > 0
@@ -844,6 +853,11 @@ class _Reduce:
 def _has_backward(name):
     """Whether the op has a gradient (argmax and argmin, int64 indices, have none)."""
     return hasattr(torch.ops.tinycuda, name + "_backward")
+
+
+def _value_index(name):
+    """Whether the op returns (values, indices): max, min."""
+    return len(getattr(torch.ops.tinycuda, name).default._schema.returns) == 2
 
 
 def _more_than_correction(kw, n):
@@ -872,6 +886,10 @@ REDUCE = {
     "prod": _Reduce(_prod_ref, _near_one, one_dim=True, finite=lambda kw, n: True, rtol=5e-5),
     # float32 sums of up to 12000 randn terms: atol ~ sqrt(n) eps |x| (mean's divides it by n)
     "sum": _Reduce(torch.sum, atol=2e-4),
+    # torch.max(x, dim) / torch.min(x, dim): (values, indices), dim required; the expanded sample's ties take the
+    # first index and its gradient alone (torch's, not amax's even split)
+    "max": _Reduce(_first_index_ref(torch.max), every=False, one_dim=True, identity=False),
+    "min": _Reduce(_first_index_ref(torch.min), every=False, one_dim=True, identity=False),
 }
 
 _EVERY = "every"  # a case's dims: every dim, as the op's schema spells it (_Reduce.every_dim)
@@ -910,6 +928,8 @@ def _reduce_op_samples(name):
     split evenly, argmax's first index); and the defaults (x alone; logsumexp: dim positional)."""
     u = REDUCE[name]
 
+    dim_required = inspect.signature(getattr(ops, name)).parameters["dim"].default is inspect.Parameter.empty
+
     def samples(device, dtype):
         for i, kw in enumerate(u.kwargs):
             tag, grad = "".join(f"-{k}={v}" for k, v in kw.items()), () if u.constant(kw) else None
@@ -925,6 +945,8 @@ def _reduce_op_samples(name):
                 output, n = _reduced(shape, dims)
                 if (u.one_dim and not (dims == _EVERY or isinstance(dims, int))) or (output and not u.finite(kw, n)):
                     continue
+                if dims == _EVERY and not u.every:
+                    continue
                 x = u.input(shape, device, dtype)
                 if i == 0:
                     yield from reduce(_shape_id(shape), x, dims, layouts=("contig", "strided"))
@@ -935,12 +957,13 @@ def _reduce_op_samples(name):
             yield from reduce("33x5-transposed", x, 1, (True,))
             x = u.input((5, 70), device, dtype)[:, 3:36]
             yield from reduce("5x70-sliced", x, 1, (False,))
-            yield from reduce("5x70-sliced", x, _EVERY, (True,))
+            if u.every:
+                yield from reduce("5x70-sliced", x, _EVERY, (True,))
             yield from reduce("3x4x5-permuted", u.input((3, 4, 5), device, dtype).permute(2, 0, 1),
                               0 if u.one_dim else (0, 2))
             yield from reduce("5x1-expanded", u.input((5, 1), device, dtype).expand(5, 33), 1, (False,))
             x = u.input((5, 33), device, dtype)
-            if name == "logsumexp":  # no default dim
+            if dim_required:  # logsumexp, max, min
                 yield Sample("5x33-dim_positional", (x, 1))
             else:
                 yield Sample(f"5x33-defaults{tag}", (x,), kw, grad)
@@ -973,8 +996,12 @@ def _reduce_op_errors(name):
                                        rf"the op has no identity", fn, (x[:, :0],), no_identity))
             if _has_backward(name):
                 bwd = getattr(torch.ops.tinycuda, name + "_backward")
+                saved = outputs(fn(x, dim=1))[-1]  # y, or max's indices
                 cases.append(ErrorCase(rf"{op}_backward: grad_out must have shape \[3\], got \[4\]", bwd,
-                                       (x.new_empty(4), x, fn(x, dim=1)), {"dim": 1}))
+                                       (x.new_empty(4), x, saved), {"dim": 1}))
+            if _value_index(name):
+                cases.append(ErrorCase(rf"{op}_backward: indices must be int64, got Float", bwd,
+                                       (x.new_empty(3), x, x.new_empty(3)), {"dim": 1}))
         if not u.one_dim:
             cases.append(ErrorCase(rf"{op}: x has 10 dims whose reduced and kept ones alternate 10 times; at most 8",
                                    fn, (torch.randn((1, 2) * 5),), {"dim": (0, 2, 4, 6, 8)}))
@@ -994,11 +1021,15 @@ def _reduce_op_bench(name):
 
 
 def _reduce_bytes(name):
-    """fwd reads x and writes y (int64 indices for argmax, argmin); bwd reads grad_y, x and y (mean's: grad_y
-    alone, sum's too) and writes grad_x. What a backward reduces first into its workspace (var's mean, amax's tie
-    counts), a second read of x, is not counted."""
+    """fwd reads x and writes y (int64 indices for argmax, argmin; values and int64 indices for max, min); bwd
+    reads grad_y, x and y (mean's: grad_y alone, sum's too; max's: grad_y and the indices) and writes grad_x.
+    What a backward reduces first into its workspace (var's mean, amax's tie counts), a second read of x, is not
+    counted."""
     def cost(shape, mode, s):
         n, m = math.prod(shape), shape[0] * shape[2]
+        if _value_index(name):
+            fwd, bwd = n * s + m * (s + 8), m * (s + 8) + n * s
+            return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
         fwd = n * s + m * (s if _has_backward(name) else 8)
         bwd = (m + n if name in ("mean", "sum") else 2 * m + 2 * n) * s
         return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]

@@ -20,6 +20,8 @@ const char* const kSchemas[TC_REDUCE_COUNT] = {
     "argmin(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
     "prod(Tensor x, int? dim=None, bool keepdim=False) -> Tensor",
     "sum(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor",
+    "max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+    "min(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
 };
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
@@ -84,13 +86,14 @@ tc_status reduce_check(const tc_reduce_params* p) {
   const char* name = reduce_name(p->op);
   TC_RETURN_IF_ERROR(layout_check(name, p->ndim, p->sizes, p->reduce_mask));
   const ReduceLayout l = reduce_layout(p);
-  const bool no_identity = p->op == TC_REDUCE_AMAX || p->op == TC_REDUCE_AMIN || p->op == TC_REDUCE_ARGMAX ||
-                           p->op == TC_REDUCE_ARGMIN ||
+  const bool no_identity = p->op == TC_REDUCE_AMAX || p->op == TC_REDUCE_AMIN || reduce_indexes(p->op) ||
                            (p->op == TC_REDUCE_VECTOR_NORM && (p->scalar == INFINITY || p->scalar == -INFINITY));
-  TC_REQUIRE(!no_identity || l.outputs() == 0 || l.slice() > 0,
+  // torch's rule: a reduced dim of size 0 is refused even where no output is left ([0, 0] over dim 1)
+  TC_REQUIRE(!no_identity || l.slice() > 0,
              "%s: cannot reduce an empty slice (the reduced dims hold no element), the op has no identity", name);
   TC_REQUIRE(p->op != TC_REDUCE_VECTOR_NORM || p->scalar == p->scalar, "%s: ord is NaN", name);
   TC_REQUIRE(l.outputs() == 0 || p->y, "%s: y is NULL", name);
+  TC_REQUIRE(l.outputs() == 0 || !reduce_value_index(p->op) || p->indices, "%s: indices is NULL", name);
   TC_REQUIRE(l.outputs() * l.slice() == 0 || p->x, "%s: x is NULL", name);
   return TC_OK;
 }
@@ -103,7 +106,10 @@ tc_status reduce_check(const tc_reduce_backward_params* p) {
   TC_RETURN_IF_ERROR(layout_check(name, p->ndim, p->sizes, p->reduce_mask));
   int64_t n = 0;
   shape_check(name, p->ndim, p->sizes, &n);
-  TC_REQUIRE(n == 0 || (p->grad_y && p->x && p->y && p->grad_x), "%s: grad_y, x, y or grad_x is NULL", name);
+  if (reduce_value_index(p->op))
+    TC_REQUIRE(n == 0 || (p->grad_y && p->indices && p->grad_x), "%s: grad_y, indices or grad_x is NULL", name);
+  else
+    TC_REQUIRE(n == 0 || (p->grad_y && p->x && p->y && p->grad_x), "%s: grad_y, x, y or grad_x is NULL", name);
   return TC_OK;
 }
 

@@ -220,6 +220,14 @@ template <bool MAX, class A> struct ArgMath {
 };
 template <class A> struct ReduceMath<TC_REDUCE_ARGMAX, A> : ArgMath<true, A> {};
 template <class A> struct ReduceMath<TC_REDUCE_ARGMIN, A> : ArgMath<false, A> {};
+// max, min: argmax's (argmin's) fold; the output is the element's value, and the
+// kernels write its index (the state's i) to the params' indices beside it
+template <bool MAX, class A> struct ValueIndexMath : ArgMath<MAX, A> {
+  using State = typename ArgMath<MAX, A>::State;
+  static TC_HD A finish(State s, const ReduceCtx<A>&) { return s.v; }
+};
+template <class A> struct ReduceMath<TC_REDUCE_MAX, A> : ValueIndexMath<true, A> {};
+template <class A> struct ReduceMath<TC_REDUCE_MIN, A> : ValueIndexMath<false, A> {};
 
 // The backward's tie counts: how many x (|x|) of a slice equal `target`, its output.
 template <class A> struct CountState { A n, target; };
@@ -236,6 +244,13 @@ template <class A> struct ReduceMath<kReduceCountEq, A> : CountEqMath<false, A> 
 template <class A> struct ReduceMath<kReduceCountAbsEq, A> : CountEqMath<true, A> {};
 
 template <int OP> constexpr bool kArgOp = OP == TC_REDUCE_ARGMAX || OP == TC_REDUCE_ARGMIN;
+// max, min: a value and its index (the params' indices)
+constexpr bool reduce_value_index(int op) { return op == TC_REDUCE_MAX || op == TC_REDUCE_MIN; }
+template <int OP> constexpr bool kValueIndex = reduce_value_index(OP);
+// the slice's element number r is the row-major index over the reduced dims, an output
+constexpr bool reduce_indexes(int op) {
+  return op == TC_REDUCE_ARGMAX || op == TC_REDUCE_ARGMIN || reduce_value_index(op);
+}
 template <int OP> constexpr bool kNeedsTarget = OP == kReduceCountEq || OP == kReduceCountAbsEq;
 
 // Calls f(integral_constant<int, OP>) for a public op (OP in [0, TC_REDUCE_COUNT)).
@@ -280,8 +295,8 @@ template <class F> tc_status dispatch_aux(int op, F&& f) {
 // layout
 
 // x's dims split in two, each collapsed: `kept` walks the outputs (contiguous
-// in y, in order; strides[0] are x's), `red` one slice. For argmax and argmin
-// the slice's element number r is the row-major index over the reduced dims,
+// in y, in order; strides[0] are x's), `red` one slice. For argmax, argmin, max
+// and min the slice's element number r is the row-major index over the reduced dims,
 // their answer; every other op may fold a slice in any order, so its reduced
 // dims are sorted by falling |stride| first (stable): a transposed or
 // channels-last x then reads its slices in memory order (a full mean of a
@@ -316,8 +331,7 @@ inline ReduceLayout reduce_layout(int ndim, const int64_t* sizes, const int64_t*
 
 // the forward's layout
 inline ReduceLayout reduce_layout(const tc_reduce_params* p) {
-  const bool indices = p->op == TC_REDUCE_ARGMAX || p->op == TC_REDUCE_ARGMIN;
-  return reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask, !indices);
+  return reduce_layout(p->ndim, p->sizes, p->x_strides, p->reduce_mask, !reduce_indexes(p->op));
 }
 
 // The x offset of element `i` of a collapsed layout (one division a dim).

@@ -7,7 +7,9 @@
 //
 // x is read in place, strides and all (more than 8 dims: copied contiguous
 // and its neighbouring kept / reduced dims merged); y is a fresh contiguous
-// tensor, int64 for argmax and argmin. dim None (or [], as torch.amax's
+// tensor, int64 for argmax and argmin; an op of two outputs (max, min:
+// "-> (Tensor values, Tensor indices)") writes y and int64 indices, and its
+// backward takes the indices in y's place. dim None (or [], as torch.amax's
 // default) reduces every dim.
 #include <string>
 #include <vector>
@@ -111,35 +113,49 @@ Dims core_dims(const char* op, const at::Tensor& x, uint64_t mask) {
   return d;
 }
 
-at::Tensor forward(const char* op, const SchemaOp& e, const at::Tensor& x0, const Args& a) {
+std::vector<at::Tensor> forward(const char* op, const SchemaOp& e, const at::Tensor& x0, const Args& a) {
   check_args(op, {{"x", x0}});
   const uint64_t mask = reduce_mask(op, x0.dim(), a);
   const at::Tensor x = x0.dim() > 8 ? x0.contiguous() : x0;
   const Dims d = core_dims(op, x, mask);
   const bool index = tc_reduce_differentiable(e.op) == 0;
-  at::Tensor y = at::empty(out_shape(x0.sizes(), mask, a.keepdim),
-                           x0.options().dtype(index ? at::kLong : x0.scalar_type()));
+  const std::vector<int64_t> shape = out_shape(x0.sizes(), mask, a.keepdim);
+  std::vector<at::Tensor> out{at::empty(shape, x0.options().dtype(index ? at::kLong : x0.scalar_type()))};
+  if (ops().outputs(e.op) == 2) out.push_back(at::empty(shape, x0.options().dtype(at::kLong)));
   tc_reduce_params p{.op = tc_reduce_op(e.op), .scalar = a.scalar, .ndim = d.ndim, .reduce_mask = d.mask,
-                     .x = x.data_ptr(), .y = y.data_ptr()};
+                     .x = x.data_ptr(), .y = out[0].data_ptr(),
+                     .indices = out.size() == 2 ? out[1].data_ptr() : nullptr};
   for (int k = 0; k < d.ndim; ++k) p.sizes[k] = d.sizes[k], p.x_strides[k] = d.strides[k];
   call_with_workspace(op, x, tc_reduce_cpu, tc_reduce_cuda, tc_reduce_workspace_size, p);
-  return y;
+  return out;
 }
 
+// y0: the forward's output, or (max, min) its indices, which the gradient reads instead of x and y
 at::Tensor backward(const char* op, const SchemaOp& e, const at::Tensor& grad_out, const at::Tensor& x0,
                     const at::Tensor& y0, const Args& a) {
-  check_args(op, {{"grad_out", grad_out}, {"x", x0}, {"y", y0}});
+  const bool indices = ops().outputs(e.op) == 2;
+  const char* saved = indices ? "indices" : "y";
+  if (indices) {
+    check_args(op, {{"grad_out", grad_out}, {"x", x0}});
+    TC_CHECK(y0.scalar_type() == at::kLong, op, "indices must be int64, got %s", dtype_str(y0));
+    TC_CHECK(y0.device() == x0.device(), op, "indices is on %s but x is on %s", y0.device().str().c_str(),
+             x0.device().str().c_str());
+  } else {
+    check_args(op, {{"grad_out", grad_out}, {"x", x0}, {"y", y0}});
+  }
   const uint64_t mask = reduce_mask(op, x0.dim(), a);
   const std::vector<int64_t> shape = out_shape(x0.sizes(), mask, a.keepdim);
   TC_CHECK(grad_out.sizes() == at::IntArrayRef(shape), op, "grad_out must have shape %s, got %s",
            shape_str(shape).c_str(), shape_str(grad_out.sizes()).c_str());
-  TC_CHECK(y0.sizes() == at::IntArrayRef(shape), op, "y must have shape %s, got %s", shape_str(shape).c_str(),
+  TC_CHECK(y0.sizes() == at::IntArrayRef(shape), op, "%s must have shape %s, got %s", saved, shape_str(shape).c_str(),
            shape_str(y0.sizes()).c_str());
-  const at::Tensor x = x0.contiguous(), g = grad_out.contiguous(), y = y0.contiguous();
-  const Dims d = core_dims(op, x, mask);
+  // max's and min's gradient reads no x: no copy of a strided one
+  const at::Tensor x = indices ? x0 : x0.contiguous(), g = grad_out.contiguous(), y = y0.contiguous();
+  const Dims d = core_dims(op, x, mask);  // past 8 dims: its sizes alone
   at::Tensor gx = empty_contiguous(x0.sizes(), x);
   tc_reduce_backward_params p{.op = tc_reduce_op(e.op), .scalar = a.scalar, .ndim = d.ndim, .reduce_mask = d.mask,
-                              .grad_y = g.data_ptr(), .x = x.data_ptr(), .y = y.data_ptr(),
+                              .grad_y = g.data_ptr(), .x = indices ? nullptr : x.data_ptr(),
+                              .y = indices ? nullptr : y.data_ptr(), .indices = indices ? y.data_ptr() : nullptr,
                               .grad_x = gx.data_ptr()};
   for (int k = 0; k < d.ndim; ++k) p.sizes[k] = d.sizes[k];
   call_with_workspace(op, x, tc_reduce_backward_cpu, tc_reduce_backward_cuda, tc_reduce_backward_workspace_size, p);

@@ -1,5 +1,5 @@
 """The reduce family: reductions over any set of dims, tinycuda.mean(x, dim) ...
-tinycuda.argmin(x, dim), one public function per op, with torch's signatures.
+tinycuda.min(x, dim), one public function per op, with torch's signatures.
 
 The op list is declared once, in the core: tc_reduce_op
 (csrc/include/tinycuda/reduce.h) names the ops and the core's schema list
@@ -10,10 +10,18 @@ function's signature, its fake kernel and its autograd formula. A new op is a
 line in the core's list; nothing here names one.
 
 x may be any strided view (read in place); the result is a new contiguous
-tensor (int64 for argmax and argmin). dim None (or [], torch.amax's default)
-reduces every dim. The backward reads the forward's input and output,
-<name>_backward(grad_out, x, y, <the same arguments>).
+tensor (int64 for argmax and argmin), or for an op of two outputs (max, min:
+"-> (Tensor values, Tensor indices)") torch.return_types.<name> of the values
+and their int64 indices. dim None (or [], torch.amax's default) reduces every
+dim. The backward reads the forward's input and (last) output,
+<name>_backward(grad_out, x, y, <the same arguments>) (max's, min's: indices in
+y's place; grad_out the values').
+
+This module's max and min are the ops: builtins.max is Python's.
 """
+import builtins
+import functools
+
 import torch
 
 from .. import _build, _loader  # noqa: F401  (_loader: the kernels are loaded by tinycuda.ops)
@@ -31,6 +39,11 @@ def _differentiable(name):
     return hasattr(torch.ops.tinycuda, name + "_backward")
 
 
+def _outputs(name):
+    """The tensors the op returns: 1, or 2 for max and min (values, indices)."""
+    return len(_op(name).default._schema.returns)
+
+
 def _reference(name):
     return "torch.linalg.vector_norm" if name == "vector_norm" else f"torch.{name}"
 
@@ -38,10 +51,22 @@ def _reference(name):
 def _function(name):
     grad = (f"Its gradient runs tinycuda::{name}_backward on the saved x and result." if _differentiable(name)
             else "The result is int64 and has no gradient.")
-    return _public(name, _op(name), __name__, lambda sig: (
+    if _outputs(name) == 2:
+        grad = (f"The result is torch.return_types.{name}(values, indices), indices int64 (the first extreme on "
+                f"ties; a NaN counts as the extreme); the values' gradient goes to the element each index names "
+                f"(tinycuda::{name}_backward on the saved indices).")
+    fn = _public(name, _op(name), __name__, lambda sig: (
         f"{_reference(name)}{sig} on tinycuda's kernels (the math: tinycuda/reduce.h).\n\n"
         f"x: a float tensor of any strides, read in place; dim: an int, a list of ints, or None (every "
-        f"dim). The result is a new contiguous tensor. {grad}"))
+        f"dim), as the signature allows. The result is a new contiguous tensor. {grad}"))
+    if _outputs(name) == 1:
+        return fn
+    op, result = _op(name), getattr(torch.return_types, name)
+
+    @functools.wraps(fn)
+    def pair(*args, **kwargs):
+        return result(op(*args, **kwargs))
+    return pair
 
 
 # ---------------------------------------------------------------------------
@@ -52,7 +77,7 @@ def _mask(op, nd, dim):
     dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
     if not dims:
         return set(range(nd))
-    lim, out = max(nd, 1), set()
+    lim, out = builtins.max(nd, 1), set()
     for d in dims:
         torch._check(-lim <= d < lim, lambda: f"tinycuda::{op}: dim {d} is out of range for a tensor of {nd} dims")
         if nd:
@@ -62,7 +87,7 @@ def _mask(op, nd, dim):
     return out
 
 
-_NO_IDENTITY = {"amax", "amin", "argmax", "argmin"}
+_NO_IDENTITY = {"amax", "amin", "argmax", "argmin", "max", "min"}
 
 
 def _out_shape(op, x, dim, keepdim, ord=None):
@@ -72,10 +97,10 @@ def _out_shape(op, x, dim, keepdim, ord=None):
         torch._check(runs <= 8, lambda: f"tinycuda::{op}: x has {x.dim()} dims whose reduced and kept ones alternate "
                                         f"{runs} times; at most 8")
     shape = [1 if d in mask else n for d, n in enumerate(x.shape) if keepdim or d not in mask]
-    kept = [n for d, n in enumerate(x.shape) if d not in mask]
     empty_slice = any(x.shape[d] == 0 for d in mask)
     no_identity = op.removesuffix("_backward") in _NO_IDENTITY or ord in (float("inf"), float("-inf"))
-    torch._check(not (no_identity and empty_slice and all(kept)),
+    # torch's rule: a reduced dim of size 0 is refused even where no output is left
+    torch._check(not (no_identity and empty_slice),
                  lambda: f"tinycuda::{op}: cannot reduce an empty slice (the reduced dims hold no element), the op "
                          f"has no identity")
     return shape
@@ -91,17 +116,21 @@ def _register_fakes(name):
     def forward(x, dim, keepdim, **scalar):
         _check_x(name, x)
         shape = _out_shape(name, x, dim, keepdim, scalar.get("ord"))
-        return x.new_empty(shape, dtype=x.dtype if _differentiable(name) else torch.int64)
+        y = x.new_empty(shape, dtype=x.dtype if _differentiable(name) else torch.int64)
+        return y if _outputs(name) == 1 else (y, x.new_empty(shape, dtype=torch.int64))
 
     if not _differentiable(name):
         return
 
+    # the saved output is y, or (max, min) indices
     @register_fake(f"tinycuda::{name}_backward")
-    def backward(grad_out, x, y, dim, keepdim, **scalar):
+    def backward(grad_out, x, dim, keepdim, y=None, indices=None, **scalar):
         op = name + "_backward"
         shape = _out_shape(op, x, dim, keepdim, scalar.get("ord"))
         torch._check(list(grad_out.shape) == shape,
                      lambda: f"tinycuda::{op}: grad_out must have shape {shape}, got {list(grad_out.shape)}")
+        torch._check(indices is None or indices.dtype == torch.int64,
+                     lambda: f"tinycuda::{op}: indices must be int64, got {_c10(indices.dtype)}")
         return x.new_empty(x.shape)
 
 
@@ -126,15 +155,16 @@ def _register_autograd(name):
     backward_op = _op(name + "_backward")
     names = [a.name for a in _op(name).default._schema.arguments[1:]]
 
-    # torch.library passes the schema's keyword-only arguments (var's correction, keepdim) apart
+    # torch.library passes the schema's keyword-only arguments (var's correction, keepdim) apart; the backward
+    # reads x and the last output (y; max's, min's indices) for the first output's gradient
     def setup_context(ctx, inputs, output, keyword_only_inputs=None):
-        ctx.save_for_backward(inputs[0], output)
+        ctx.save_for_backward(inputs[0], output if isinstance(output, torch.Tensor) else output[-1])
         ctx.args = dict(zip(names, inputs[1:]), **(keyword_only_inputs or {}))
         ctx.npos = len(inputs) - 1
 
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        return backward_op(grad, x, y, **ctx.args), *(None for _ in range(ctx.npos))
+    def backward(ctx, grad, *_):
+        x, saved = ctx.saved_tensors
+        return backward_op(grad, x, saved, **ctx.args), *(None for _ in range(ctx.npos))
 
     torch.library.register_autograd(f"tinycuda::{name}", backward, setup_context=setup_context)
 

@@ -12,6 +12,8 @@
  *   argmax, argmin  the index of the first largest (smallest) x along the
  *                reduced dims, flattened in row-major order; NaN counts as the largest
  *                (smallest), as in torch. y is int64.
+ *   max, min     argmax's (argmin's) element, y its value (x's dtype) and `indices`
+ *                its index (int64): torch.max(x, dim) / torch.min(x, dim), two outputs.
  * n is the number of elements reduced into one output. var and std use
  * Welford's update and Chan's merge. Accumulation is float32 (float64 for
  * double input), in a fixed order: results are bit-identical run to run.
@@ -22,6 +24,9 @@
  *   prod        g y / x where x != 0; at a slice's only zero g * (the product of the
  *               others); 0 elsewhere (torch's)
  *   amax, amin  g / k where x == y (k: how many x equal y), else 0 (torch's even split)
+ *   max, min    g at the element `indices` names, 0 elsewhere (torch's
+ *               value_selecting_reduction_backward: one element, not amax's split);
+ *               reads grad_y and indices only (x and y may be NULL)
  *   logsumexp   g e^(x - y)
  *   var         g 2 (x - mean) / max(0, n - c)
  *   std         g (x - mean) / (max(0, n - c) y)             (0 where y = 0)
@@ -32,7 +37,8 @@
  *
  * The op list is declared once, here: tc_reduce_op, and tc_reduce_schema(op)
  * gives each op's torch schema (name, dims argument, keepdim, its scalar and
- * defaults). Both doors build their functions from it.
+ * defaults; max's and min's return (values, indices)). Both doors build their
+ * functions from it.
  *
  * Layout: x is any strided view (element strides, any sign or 0) of `ndim`
  * <= 8 dims of `sizes`; bit d of reduce_mask marks dim d as reduced (0: none
@@ -41,8 +47,8 @@
  * grad_x are contiguous in sizes, grad_y and y contiguous over the kept dims.
  * On CUDA both directions take a workspace of tc_reduce_workspace_size() /
  * tc_reduce_backward_workspace_size() bytes (a pure function of the params).
- * An op with no identity (amax, amin, argmax, argmin, vector_norm with
- * ord = +-inf: torch's rule) refuses to reduce an empty slice into an output. */
+ * An op with no identity (amax, amin, argmax, argmin, max, min, vector_norm
+ * with ord = +-inf) refuses a reduced dim of size 0, output or not (torch's rule). */
 #ifndef TINYCUDA_REDUCE_H
 #define TINYCUDA_REDUCE_H
 #include "common.h"
@@ -59,7 +65,9 @@ typedef enum {
   TC_REDUCE_ARGMIN = 8,
   TC_REDUCE_PROD = 9,
   TC_REDUCE_SUM = 10,
-  TC_REDUCE_COUNT = 11
+  TC_REDUCE_MAX = 11,
+  TC_REDUCE_MIN = 12,
+  TC_REDUCE_COUNT = 13
 } tc_reduce_op;
 
 typedef struct {
@@ -72,6 +80,7 @@ typedef struct {
   unsigned reduce_mask;       /* bit d set: dim d is reduced */
   const void* x;
   void* y;                    /* contiguous over the kept dims */
+  void* indices;              /* max, min: int64, laid out as y; unused by the other ops */
   void* workspace;
   size_t workspace_bytes;
   void* stream;               /* cudaStream_t; ignored on the CPU */
@@ -87,6 +96,7 @@ typedef struct {
   const void* grad_y;         /* contiguous over the kept dims */
   const void* x;              /* contiguous in sizes */
   const void* y;              /* the forward's output */
+  const void* indices;        /* max, min: the forward's indices (then x and y are unread) */
   void* grad_x;               /* contiguous in sizes */
   void* workspace;
   size_t workspace_bytes;
