@@ -845,6 +845,7 @@ class _Reduce:
     rtol: float = 1e-5
     atol: float = 1e-5
     grad_atol: float = None
+    eager: callable = None  # what the bench times as eager, when not ref (max, min: ref runs on the CPU)
 
     def input(self, shape, device, dtype):
         return self.make(shape, device, dtype) if self.make else randn(shape, device, dtype)
@@ -888,8 +889,8 @@ REDUCE = {
     "sum": _Reduce(torch.sum, atol=2e-4),
     # torch.max(x, dim) / torch.min(x, dim): (values, indices), dim required; the expanded sample's ties take the
     # first index and its gradient alone (torch's, not amax's even split)
-    "max": _Reduce(_first_index_ref(torch.max), every=False, one_dim=True, identity=False),
-    "min": _Reduce(_first_index_ref(torch.min), every=False, one_dim=True, identity=False),
+    "max": _Reduce(_first_index_ref(torch.max), eager=torch.max, every=False, one_dim=True, identity=False),
+    "min": _Reduce(_first_index_ref(torch.min), eager=torch.min, every=False, one_dim=True, identity=False),
 }
 
 _EVERY = "every"  # a case's dims: every dim, as the op's schema spells it (_Reduce.every_dim)
@@ -2985,7 +2986,7 @@ OPS = [
              grad_atol=u.grad_atol, differentiable=grad, gradcheck=grad, racecheck=True,
              errors=_reduce_op_errors(name),
              bench=Bench(REDUCE_SHAPES, _reduce_op_bench(name), _reduce_bytes(name),
-                         modes=("fwd", "fwd+bwd") if grad else ("fwd",), fp32_tol=1e-3))
+                         modes=("fwd", "fwd+bwd") if grad else ("fwd",), fp32_tol=1e-3, ref=u.eager))
       for name, u, grad in ((n, REDUCE[n], _has_backward(n)) for n in ops.reduce.__all__ if n in REDUCE)),
     OpInfo("sum_backward", torch.ops.tinycuda.sum_backward, _sum_backward_ref, _sum_backward_samples,
            differentiable=False, gradcheck=False),
