@@ -18,11 +18,12 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
-#include "elementwise_math.h"  // sigmoid_of
 #include "internal.h"
-#include "reduce_math.h"       // NormMath, reduce_grad (triplet's norms), sign_of, r_exp, r_log
+#include "poly_math.h"
+#include "reduce_math.h"  // NormMath, reduce_grad (triplet's norms), sign_of
 #include "tinycuda/losses.h"
 
 template <class A> struct LossCtx {
@@ -32,10 +33,32 @@ template <class A> struct LossCtx {
   ReduceCtx<A> norm;        // triplet_margin_loss: p as vector_norm's ord (its kind, its scalar)
 };
 
+// e^x, log x, log1p x: float on the host through poly_math.h (a tile's loop of them vectorizes; libm's are a call
+// an element); double, and the device, the library's
+template <class A> TC_HD inline A loss_exp(A x) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<A, float>) return poly::exp(x);
+#endif
+  return std::exp(x);
+}
+template <class A> TC_HD inline A loss_log(A x) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<A, float>) return poly::log(x);
+#endif
+  return std::log(x);
+}
+template <class A> TC_HD inline A loss_log1p(A x) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<A, float>) return poly::log1p(x);
+#endif
+  return std::log1p(x);
+}
+
 template <class A> TC_HD inline A clamp_min0(A x) { return x < A(0) ? A(0) : x; }
+template <class A> TC_HD inline A sigmoid(A x) { return A(1) / (A(1) + loss_exp(-x)); }
 // log(sigmoid(x)) as ATen's log_sigmoid: min(x, 0) - log1p(e^-|x|)
 template <class A> TC_HD inline A log_sigmoid(A x) {
-  return (x < A(0) ? x : A(0)) - std::log1p(std::exp(-std::abs(x)));
+  return (x < A(0) ? x : A(0)) - loss_log1p(loss_exp(-std::abs(x)));
 }
 
 template <int OP> struct LossMath;
@@ -100,10 +123,10 @@ template <> struct LossMath<TC_LOSS_BINARY_CROSS_ENTROPY_WITH_LOGITS> {
     d[2] = d[3] = A(0);  // the weights get none
     if (c.pos_weight) {
       const A pt = v[3] * t;
-      d[0] = ((pt + A(1) - t) * sigmoid_of(x) - pt) * gw;
+      d[0] = ((pt + A(1) - t) * sigmoid(x) - pt) * gw;
       d[1] = (log_sigmoid(-x) - log_sigmoid(x) * v[3]) * gw;
     } else {
-      d[0] = (sigmoid_of(x) - t) * gw;
+      d[0] = (sigmoid(x) - t) * gw;
       d[1] = -x * gw;
     }
   }
@@ -113,15 +136,15 @@ template <> struct LossMath<TC_LOSS_BINARY_CROSS_ENTROPY_WITH_LOGITS> {
 // 0 where t = 0, plus g t / t (NaN at t = 0), then -x g
 template <> struct LossMath<TC_LOSS_KL_DIV> {
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A xlogy(A x, A y) { return y != y ? y : x == A(0) ? A(0) : x * std::log(y); }
+  template <class A> TC_HD static A xlogy(A x, A y) { return y != y ? y : x == A(0) ? A(0) : x * loss_log(y); }
   template <class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
     const A x = v[0], t = v[1];
-    return c.log_target ? std::exp(t) * (t - x) : xlogy(t, t) - t * x;
+    return c.log_target ? loss_exp(t) * (t - x) : xlogy(t, t) - t * x;
   }
   template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
     const A x = v[0], t = v[1];
     if (c.log_target) {
-      const A e = std::exp(t);
+      const A e = loss_exp(t);
       d[0] = -e * g;
       d[1] = g * e * (t - x) + g * e;
     } else {
@@ -237,6 +260,19 @@ template <class F> tc_status dispatch_norm(int kind, F&& f) {
   return tc_fail(TC_ERR_INTERNAL, "triplet_margin_loss: norm kind %d has no kernel", kind);
 }
 
+template <class A> LossCtx<A> loss_ctx(const tc_loss_params* p);
+
+// Calls f(OP, KIND) (integral constants): the op and, for triplet_margin_loss, p's norm kind (the other ops take
+// kNormTwo and ignore it)
+template <class A, class F> tc_status dispatch_loss_kernel(const tc_loss_params* p, F&& f) {
+  return dispatch_loss(p->op, [&](auto k) -> tc_status {
+    if constexpr (decltype(k)::value == TC_LOSS_TRIPLET_MARGIN_LOSS)
+      return dispatch_norm(loss_ctx<A>(p).norm.kind, [&](auto kind) { return f(k, kind); });
+    else
+      return f(k, std::integral_constant<int, kNormTwo>{});
+  });
+}
+
 template <class A> LossCtx<A> loss_ctx(const tc_loss_params* p) {
   LossCtx<A> c;
   c.beta = A(p->beta), c.delta = A(p->delta), c.margin = A(p->margin), c.eps = A(p->eps);
@@ -268,6 +304,9 @@ inline LossRows loss_rows(const tc_loss_params* p) {
 // Names and checks both devices run (csrc/shared/losses.cpp).
 const char* loss_name(int op, bool backward = false);
 tc_status loss_check(const tc_loss_params* p, bool backward);
+// An entry point's start: loss_check, then *name the op's name, or NULL where there is nothing to compute
+// (reduction NONE of no element)
+tc_status loss_begin(const tc_loss_params* p, bool backward, const char** name);
 // elements the loss has: one an element, or a row for triplet_margin_loss
 int64_t loss_count(const tc_loss_params* p);
 // what the loss's sum (the gradient) is divided by: the count (MEAN), batch (BATCHMEAN), 1 (SUM, NONE)
