@@ -187,45 +187,51 @@ template <int OP, class T> tc_status loss_backward_cpu(const char* name, const t
 // ---------------------------------------------------------------------------
 // triplet_margin_loss: rows
 
-// rows [r0, r1) of a, p, n (contiguous, cols each): f(r, row) for each
-template <int KIND, class T, class F>
-void triplet_rows(const T* const* ops, int64_t cols, int64_t r0, int64_t r1, bool swap, const LossCtx<acc_t<T>>& c,
-                  F&& f) {
-  using TM = TripletMath<KIND, acc_t<T>>;
-  for (int64_t r = r0; r < r1; ++r) {
-    const T *a = ops[0] + r * cols, *pp = ops[1] + r * cols, *nn = ops[2] + r * cols;
-    typename TM::Sums lane[kRowLanes];
-    for (auto& s : lane) s = TM::init();
-    int64_t j = 0;
-    for (; j + kRowLanes <= cols; j += kRowLanes)
-      for (int u = 0; u < kRowLanes; ++u) TM::add(lane[u], to_acc(a[j + u]), to_acc(pp[j + u]), to_acc(nn[j + u]), c);
-    for (int u = 0; j < cols; ++j, ++u) TM::add(lane[u], to_acc(a[j]), to_acc(pp[j]), to_acc(nn[j]), c);
-    typename TM::Sums s = lane[0];
-    for (int u = 1; u < kRowLanes; ++u) s = TM::merge(s, lane[u]);
-    f(r, TM::row(s, swap, c));
-  }
-}
+// The operands of triplet_margin_loss (contiguous rows of cols) and the walk over them, chunk by chunk: a chunk is
+// about kChunk elements (at least one row), fixed by the shape
+template <int KIND, class T> struct Rows {
+  using A = acc_t<T>;
+  using TM = TripletMath<KIND, A>;
+  LossRows rc;
+  LossCtx<A> c;
+  const T* ops[3];
+  bool swap;
+  int64_t per, chunks;
 
-// rows a chunk: about kChunk elements (at least one row), fixed by the shape
-int64_t rows_per_chunk(int64_t cols) { return std::max<int64_t>(1, kChunk / std::max<int64_t>(cols, 1)); }
+  explicit Rows(const tc_loss_params* p) : rc(loss_rows(p)), c(loss_ctx<A>(p)), swap(p->swap != 0) {
+    for (int k = 0; k < 3; ++k) ops[k] = static_cast<const T*>(p->operands[k]);
+    per = std::max<int64_t>(1, kChunk / std::max<int64_t>(rc.cols, 1));
+    chunks = (rc.rows + per - 1) / per;
+  }
+  // f(r, row) for each row of chunk ch: its distances folded in kRowLanes interleaved states, then its loss
+  template <class F> void each(int64_t ch, F&& f) const {
+    for (int64_t r = ch * per; r < std::min(rc.rows, (ch + 1) * per); ++r) {
+      const T *a = ops[0] + r * rc.cols, *pp = ops[1] + r * rc.cols, *nn = ops[2] + r * rc.cols;
+      typename TM::Sums lane[kRowLanes];
+      for (auto& s : lane) s = TM::init();
+      int64_t j = 0;
+      for (; j + kRowLanes <= rc.cols; j += kRowLanes)
+        for (int u = 0; u < kRowLanes; ++u) TM::add(lane[u], to_acc(a[j + u]), to_acc(pp[j + u]), to_acc(nn[j + u]), c);
+      for (int u = 0; j < rc.cols; ++j, ++u) TM::add(lane[u], to_acc(a[j]), to_acc(pp[j]), to_acc(nn[j]), c);
+      typename TM::Sums s = lane[0];
+      for (int u = 1; u < kRowLanes; ++u) s = TM::merge(s, lane[u]);
+      f(r, TM::row(s, swap, c));
+    }
+  }
+};
 
 template <int KIND, class T> tc_status triplet_cpu(const char* name, const tc_loss_params* p) {
   using A = acc_t<T>;
-  const LossRows rc = loss_rows(p);
-  const LossCtx<A> c = loss_ctx<A>(p);
-  const T* ops[3] = {static_cast<const T*>(p->operands[0]), static_cast<const T*>(p->operands[1]),
-                     static_cast<const T*>(p->operands[2])};
+  const Rows<KIND, T> t(p);
   T* out = static_cast<T*>(p->out);
   const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
-  const int64_t per = rows_per_chunk(rc.cols), chunks = (rc.rows + per - 1) / per;
-  std::vector<A> sums(none ? 0 : size_t(chunks));
-  const bool ok = each_chunk(chunks, rc.rows * rc.cols * 8, [&](int64_t ch) {
+  std::vector<A> sums(none ? 0 : size_t(t.chunks));
+  const bool ok = each_chunk(t.chunks, t.rc.rows * t.rc.cols * 8, [&](int64_t ch) {
     A s = 0;
-    triplet_rows<KIND>(ops, rc.cols, ch * per, std::min(rc.rows, (ch + 1) * per), p->swap != 0, c,
-                       [&](int64_t r, const auto& row) {
-                         if (none) out[r] = from_acc<T>(row.loss);
-                         else s += row.loss;
-                       });
+    t.each(ch, [&](int64_t r, const auto& row) {
+      if (none) out[r] = from_acc<T>(row.loss);
+      else s += row.loss;
+    });
     if (!none) sums[size_t(ch)] = s;
   });
   if (!ok) return failed(name);
@@ -235,27 +241,22 @@ template <int KIND, class T> tc_status triplet_cpu(const char* name, const tc_lo
 
 template <int KIND, class T> tc_status triplet_backward_cpu(const char* name, const tc_loss_params* p) {
   using A = acc_t<T>;
-  const LossRows rc = loss_rows(p);
-  const LossCtx<A> c = loss_ctx<A>(p);
-  const T* ops[3] = {static_cast<const T*>(p->operands[0]), static_cast<const T*>(p->operands[1]),
-                     static_cast<const T*>(p->operands[2])};
+  const Rows<KIND, T> t(p);
   T* grads[3] = {static_cast<T*>(p->grads[0]), static_cast<T*>(p->grads[1]), static_cast<T*>(p->grads[2])};
   const T* g = static_cast<const T*>(p->grad_out);
   const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
   const A g0 = none ? A(0) : to_acc(g[0]) / A(loss_divisor(p));
-  const int64_t per = rows_per_chunk(rc.cols), chunks = (rc.rows + per - 1) / per;
-  const bool ok = each_chunk(chunks, rc.rows * rc.cols * 16, [&](int64_t ch) {
-    triplet_rows<KIND>(ops, rc.cols, ch * per, std::min(rc.rows, (ch + 1) * per), p->swap != 0, c,
-                       [&](int64_t r, const auto& row) {
-                         const A gr = row.active ? (none ? A(to_acc(g[r])) : g0) : A(0);
-                         for (int64_t j = r * rc.cols; j < (r + 1) * rc.cols; ++j) {
-                           A d[3];
-                           TripletMath<KIND, A>::df(gr, to_acc(ops[0][j]), to_acc(ops[1][j]), to_acc(ops[2][j]),
-                                                    row, c, d);
-                           for (int k = 0; k < 3; ++k)
-                             if (grads[k]) grads[k][j] = from_acc<T>(d[k]);
-                         }
-                       });
+  const int64_t cols = t.rc.cols;
+  const bool ok = each_chunk(t.chunks, t.rc.rows * cols * 16, [&](int64_t ch) {
+    t.each(ch, [&](int64_t r, const auto& row) {
+      const A gr = row.active ? (none ? A(to_acc(g[r])) : g0) : A(0);
+      for (int64_t j = r * cols; j < (r + 1) * cols; ++j) {
+        A d[3];
+        TripletMath<KIND, A>::df(gr, to_acc(t.ops[0][j]), to_acc(t.ops[1][j]), to_acc(t.ops[2][j]), row, t.c, d);
+        for (int k = 0; k < 3; ++k)
+          if (grads[k]) grads[k][j] = from_acc<T>(d[k]);
+      }
+    });
   });
   return ok ? TC_OK : failed(name);
 }
