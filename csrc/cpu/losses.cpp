@@ -21,6 +21,7 @@
 // summed in chunks of about kChunk elements, as above.
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kit/cpu_utils.h"
@@ -119,7 +120,7 @@ template <int OP, class T> struct Tiles {
   }
 };
 
-template <int OP, class T> tc_status loss_cpu(const char* name, const tc_loss_params* p) {
+template <int OP, int KIND, class T> tc_status loss_cpu(const char* name, const tc_loss_params* p) {
   using A = acc_t<T>;
   using M = LossMath<OP>;
   constexpr int N = M::kOperands;
@@ -133,7 +134,7 @@ template <int OP, class T> tc_status loss_cpu(const char* name, const tc_loss_pa
       auto loss = [&](int64_t j) {
         A e[N];
         for (int k = 0; k < N; ++k) e[k] = v[k][j];
-        return M::f(e, t.c);
+        return M::template f<KIND>(e, t.c);
       };
       if (none) {
         for (int64_t j = 0; j < m; ++j) out[i0 + j] = from_acc<T>(loss(j));
@@ -155,7 +156,9 @@ template <int OP, class T> tc_status loss_cpu(const char* name, const tc_loss_pa
   return TC_OK;
 }
 
-template <int OP, class T> tc_status loss_backward_cpu(const char* name, const tc_loss_params* p) {
+// WANT: bit k, operand k's gradient is asked for; the others' math is dead code, dropped (kl_div's target
+// gradient, a log and a divide an element, is not computed for the input's alone)
+template <int OP, int KIND, int WANT, class T> tc_status loss_backward_cpu(const char* name, const tc_loss_params* p) {
   using A = acc_t<T>;
   using M = LossMath<OP>;
   constexpr int N = M::kOperands;
@@ -173,11 +176,12 @@ template <int OP, class T> tc_status loss_backward_cpu(const char* name, const t
       for (int64_t j = 0; j < m; ++j) {  // no layout, no store: it vectorizes where the math does
         A e[N], dx[N];
         for (int k = 0; k < N; ++k) e[k] = v[k][j];
-        M::df(gv[j], e, t.c, dx);
-        for (int k = 0; k < N; ++k) d[k][j] = dx[k];
+        M::template df<KIND>(gv[j], e, t.c, dx);
+        for (int k = 0; k < N; ++k)
+          if (WANT >> k & 1) d[k][j] = dx[k];
       }
       for (int k = 0; k < N; ++k)
-        if (grads[k])
+        if (WANT >> k & 1)
           for (int64_t j = 0; j < m; ++j) grads[k][i0 + j] = from_acc<T>(d[k][j]);
     });
   });
@@ -261,6 +265,21 @@ template <int KIND, class T> tc_status triplet_backward_cpu(const char* name, co
   return ok ? TC_OK : failed(name);
 }
 
+// Calls f(integral_constant<int, W>), W the gradients p asks for (bit k: grads[k] given), a subset of GRADS
+// (loss_check refuses the others)
+template <int GRADS, class F, int... W>
+tc_status dispatch_wanted(const tc_loss_params* p, F&& f, std::integer_sequence<int, W...>) {
+  int mask = 0;
+  for (int k = 0; k < 4; ++k) mask |= p->grads[k] ? 1 << k : 0;
+  tc_status s = TC_OK;
+  const bool hit = ((mask == W && (W & ~GRADS) == 0 ? (s = f(std::integral_constant<int, W & GRADS>{}), true) : false) ||
+                    ...);
+  return hit ? s : tc_fail(TC_ERR_INTERNAL, "loss_backward: gradients 0x%x have no kernel", mask);
+}
+template <int GRADS, class F> tc_status dispatch_wanted(const tc_loss_params* p, F&& f) {
+  return dispatch_wanted<GRADS>(p, f, std::make_integer_sequence<int, 16>{});
+}
+
 template <bool BACKWARD> tc_status run(const tc_loss_params* p) {
   const char* name = nullptr;
   if (const tc_status s = loss_begin(p, BACKWARD, &name); s != TC_OK || !name) return s;
@@ -271,7 +290,10 @@ template <bool BACKWARD> tc_status run(const tc_loss_params* p) {
       if constexpr (OP == TC_LOSS_TRIPLET_MARGIN_LOSS)
         return BACKWARD ? triplet_backward_cpu<KIND, T>(name, p) : triplet_cpu<KIND, T>(name, p);
       else
-        return BACKWARD ? loss_backward_cpu<OP, T>(name, p) : loss_cpu<OP, T>(name, p);
+        return BACKWARD ? dispatch_wanted<LossMath<OP>::kGrads>(p, [&](auto want) {
+                            return loss_backward_cpu<OP, KIND, decltype(want)::value, T>(name, p);
+                          })
+                        : loss_cpu<OP, KIND, T>(name, p);
     });
   });
 }

@@ -128,7 +128,7 @@ __device__ __forceinline__ void walk(int64_t n, const StridedArg<N>& l, bool vec
 // ---------------------------------------------------------------------------
 // kernels
 
-template <int OP, class T>
+template <int OP, int KIND, class T>
 __global__ void __launch_bounds__(kThreads)
 loss_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, const LossCtx<acc_t<T>> c, bool vec,
             bool reduce, acc_t<T> divisor, T* __restrict__ out, acc_t<T>* __restrict__ partial) {
@@ -143,20 +143,20 @@ loss_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, const LossCt
       A x[N];
 #pragma unroll
       for (int k = 0; k < N; ++k) x[k] = e[k][j];
-      const A f = M::f(x, c);
+      const A f = M::template f<KIND>(x, c);
       if (reduce) acc += f;
       else y.v[j] = from_acc<T>(f);
     }
     if (!reduce) store_vec(out + i0, y);
   }, [&](int64_t i, const A (&x)[N]) {
-    const A f = M::f(x, c);
+    const A f = M::template f<KIND>(x, c);
     if (reduce) acc += f;
     else out[i] = from_acc<T>(f);
   });
   if (reduce) block_out<T>(acc, divisor, out, partial);
 }
 
-template <int OP, class T>
+template <int OP, int KIND, class T>
 __global__ void __launch_bounds__(kThreads)
 loss_backward_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, const LossCtx<acc_t<T>> c, bool vec,
                      const T* __restrict__ g, bool none, acc_t<T> divisor, const Grads<T> grads) {
@@ -172,7 +172,7 @@ loss_backward_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, con
       A x[N], dx[N];
 #pragma unroll
       for (int k = 0; k < N; ++k) x[k] = e[k][j];
-      M::df(none ? to_acc(gv.v[j]) : g0, x, c, dx);
+      M::template df<KIND>(none ? to_acc(gv.v[j]) : g0, x, c, dx);
 #pragma unroll
       for (int k = 0; k < N; ++k) d[k].v[j] = from_acc<T>(dx[k]);
     }
@@ -181,7 +181,7 @@ loss_backward_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, con
       if (grads.p[k]) store_vec(grads.p[k] + i0, d[k]);
   }, [&](int64_t i, const A (&x)[N]) {
     A dx[N];
-    M::df(none ? to_acc(g[i]) : g0, x, c, dx);
+    M::template df<KIND>(none ? to_acc(g[i]) : g0, x, c, dx);
 #pragma unroll
     for (int k = 0; k < N; ++k)
       if (grads.p[k]) grads.p[k][i] = from_acc<T>(dx[k]);
@@ -343,7 +343,7 @@ template <class T> tc_status workspace_check(const char* name, const tc_loss_par
   return TC_OK;
 }
 
-template <int OP, class T>
+template <int OP, int KIND, class T>
 tc_status launch_loss(const char* name, const tc_loss_params* p, bool backward, cudaStream_t stream) {
   using A = acc_t<T>;
   constexpr int N = LossMath<OP>::kOperands, V = Vec<T>::size;
@@ -360,20 +360,20 @@ tc_status launch_loss(const char* name, const tc_loss_params* p, bool backward, 
     const bool vec = vector_path(sl, p, N, V, {none ? p->grad_out : nullptr, p->grads[0], p->grads[1], p->grads[2],
                                                p->grads[3]});
     const unsigned grid = grid_1d(vec ? std::max(n / V, n % V) : n, kThreads, 1 << 20);
-    loss_backward_kernel<OP, T><<<grid, kThreads, 0, stream>>>(n, l, c, vec, static_cast<const T*>(p->grad_out), none,
+    loss_backward_kernel<OP, KIND, T><<<grid, kThreads, 0, stream>>>(n, l, c, vec, static_cast<const T*>(p->grad_out), none,
                                                                divisor, grads);
     return check_launch(name);
   }
   T* out = static_cast<T*>(p->out);
   const bool vec = vector_path(sl, p, N, V, {none ? p->out : nullptr});
   if (none) {
-    loss_kernel<OP, T><<<grid_1d(vec ? std::max(n / V, n % V) : n, kThreads, 1 << 20), kThreads, 0, stream>>>(
+    loss_kernel<OP, KIND, T><<<grid_1d(vec ? std::max(n / V, n % V) : n, kThreads, 1 << 20), kThreads, 0, stream>>>(
         n, l, c, vec, false, divisor, out, nullptr);
     return check_launch(name);
   }
   const int64_t blocks = plan::loss_blocks(n);
   TC_RETURN_IF_ERROR(workspace_check<T>(name, p, blocks));
-  loss_kernel<OP, T><<<unsigned(blocks), kThreads, 0, stream>>>(n, l, c, vec, true, divisor, out,
+  loss_kernel<OP, KIND, T><<<unsigned(blocks), kThreads, 0, stream>>>(n, l, c, vec, true, divisor, out,
                                                                 static_cast<A*>(p->workspace));
   TC_RETURN_IF_ERROR(check_launch(name));
   return finish<T>(name, blocks, p, divisor, stream);
@@ -419,7 +419,7 @@ template <bool BACKWARD> tc_status run(const tc_loss_params* p) {
         return plan::loss_row_group(loss_rows(p).cols) == 32 ? launch_triplet<KIND, T, 32>(name, p, BACKWARD, stream)
                                                              : launch_triplet<KIND, T, kThreads>(name, p, BACKWARD, stream);
       else
-        return launch_loss<OP, T>(name, p, BACKWARD, stream);
+        return launch_loss<OP, KIND, T>(name, p, BACKWARD, stream);
     });
   });
 }
