@@ -36,7 +36,7 @@ template <class A> struct LossCtx {
   ReduceCtx<A> norm;  // triplet_margin_loss: p as vector_norm's ord (its kind, its scalar)
 };
 
-// e^x, log x, log1p x: float on the host through poly_math.h (a tile's loop of them vectorizes; libm's are a call
+// e^x, log x: float on the host through poly_math.h (a tile's loop of them vectorizes; libm's are a call
 // an element); double, and the device, the library's
 template <class A> TC_HD inline A loss_exp(A x) {
 #ifndef __CUDA_ARCH__
@@ -50,18 +50,17 @@ template <class A> TC_HD inline A loss_log(A x) {
 #endif
   return std::log(x);
 }
-template <class A> TC_HD inline A loss_log1p(A x) {
-#ifndef __CUDA_ARCH__
-  if constexpr (std::is_same_v<A, float>) return poly::log1p(x);
-#endif
-  return std::log1p(x);
-}
 
 template <class A> TC_HD inline A clamp_min0(A x) { return x < A(0) ? A(0) : x; }
 template <class A> TC_HD inline A sigmoid(A x) { return A(1) / (A(1) + loss_exp(-x)); }
-// log(sigmoid(x)) as ATen's log_sigmoid: min(x, 0) - log1p(e^-|x|)
+// log(sigmoid(x)) as ATen's log_sigmoid: min(x, 0) - log1p(e^-|x|) (the log1p of [0, 1]: poly_math.h's for float on
+// the host)
 template <class A> TC_HD inline A log_sigmoid(A x) {
-  return (x < A(0) ? x : A(0)) - loss_log1p(loss_exp(-std::abs(x)));
+  const A m = x < A(0) ? x : A(0), y = loss_exp(-std::abs(x));
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<A, float>) return m - poly::log1p_unit(y);
+#endif
+  return m - std::log1p(y);
 }
 
 template <int OP> struct LossMath;

@@ -1,19 +1,21 @@
-// exp, log and log1p of a float as branch-free polynomials, for host loops:
+// exp, log and log1p (on [0, 1]) of a float as branch-free polynomials, for host loops:
 // libm's expf and log1pf are calls, one an element, which keep a loop from
 // vectorizing (binary_cross_entropy_with_logits' CPU forward, e^-|x| and a
 // log1p an element: 2.7x torch's time, whose SLEEF kernels run 8 floats at a
-// time). These are Cephes' expf and logf (Moshier): range reduction to
+// time). exp and log are Cephes' expf and logf (Moshier): range reduction to
 // |r| <= ln2 / 2 (exp) or a mantissa in [sqrt(1/2), sqrt(2)) (log), then a
-// degree-6 (degree-8) polynomial, ~1 ulp against libm's over the float range;
-// every special case is a select, so gcc vectorizes a loop of them (SSE2's
-// 4 lanes in the baseline build). The CUDA kernels keep the device's own
-// expf / logf (a loop there is one element a thread already).
+// degree-6 (degree-8) polynomial, under 1 ulp against libm's over the float
+// range; log1p_unit is 2 atanh(y / (2 + y)), under 2 ulp. Every special case
+// is a select, so gcc vectorizes a loop of them (SSE2's 4 lanes in the
+// baseline build). The CUDA kernels keep the device's own expf / logf /
+// log1pf (a loop there is one element a thread already).
 //
 // Edges, as libm's: NaN in, NaN out; exp(-inf) = 0, exp(+inf) = +inf; log(0) =
 // -inf, log(x < 0) = NaN, log(+inf) = +inf. Not libm's: exp flushes results
 // below FLT_MIN (x < -87.34) to 0 and overflows from x > 88.376 (libm from
 // 88.723), where 2^n would need the exponent 128.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -82,13 +84,18 @@ TC_HD inline float log(float x) {
   return y;
 }
 
-// log(1 + y): the log of u = 1 + y rounded, times y / (u - 1), the rounding's own correction (Goldberg)
-TC_HD inline float log1p(float y) {
-  const float u = 1.0f + y, d = u - 1.0f;
-  float r = log(u) * (y / d);
-  r = u == float(INFINITY) ? u : r;
-  r = d == 0.0f ? y : r;
-  return r;
+// log(1 + y) for y in [0, 1] (a log-sigmoid's log1p(e^-|x|)): 2 atanh(s), s = y / (2 + y) in [0, 1/3], as an odd
+// polynomial of degree 13 (its next term, s^15 2/15, is under 2^-28 of the sum): one divide and seven
+// multiply-adds, no special case (a NaN passes through the arithmetic)
+TC_HD inline float log1p_unit(float y) {
+  const float s = y / (2.0f + y), z = s * s;
+  float p = 2.0f / 13.0f;
+  p = p * z + 2.0f / 11.0f;
+  p = p * z + 2.0f / 9.0f;
+  p = p * z + 2.0f / 7.0f;
+  p = p * z + 2.0f / 5.0f;
+  p = p * z + 2.0f / 3.0f;
+  return 2.0f * s + s * z * p;  // the leading term apart: one rounding of it, not the polynomial's
 }
 
 }  // namespace poly
