@@ -120,10 +120,31 @@ template <int OP, class T> struct Tiles {
   }
 };
 
+// The loss of each of a tile's m elements (v[k]: operand k's values): into out (reduction 'none'), else element j
+// added to lane[j % kLanes]. Compiled for AVX2 too (TC_CPU_CLONES): no layout and no branch in the loop, so it
+// vectorizes where the math does.
+template <int OP, int KIND, class T>
+TC_CPU_CLONES void tile_loss(int64_t m, const acc_t<T>* const* v, const LossCtx<acc_t<T>>& c, T* out,
+                             acc_t<T>* lane) {
+  using A = acc_t<T>;
+  constexpr int N = LossMath<OP>::kOperands;
+  auto loss = [&](int64_t j) {
+    A e[N];
+    for (int k = 0; k < N; ++k) e[k] = v[k][j];
+    return LossMath<OP>::template f<KIND>(e, c);
+  };
+  if (out) {
+    for (int64_t j = 0; j < m; ++j) out[j] = from_acc<T>(loss(j));
+    return;
+  }
+  int64_t j = 0;
+  for (; j + kLanes <= m; j += kLanes)
+    for (int u = 0; u < kLanes; ++u) lane[u] += loss(j + u);
+  for (int u = 0; j < m; ++j, ++u) lane[u] += loss(j);
+}
+
 template <int OP, int KIND, class T> tc_status loss_cpu(const char* name, const tc_loss_params* p) {
   using A = acc_t<T>;
-  using M = LossMath<OP>;
-  constexpr int N = M::kOperands;
   const Tiles<OP, T> t(p);
   T* out = static_cast<T*>(p->out);
   const bool none = p->reduction == TC_LOSS_REDUCTION_NONE;
@@ -131,19 +152,7 @@ template <int OP, int KIND, class T> tc_status loss_cpu(const char* name, const 
   const bool ok = each_chunk(t.chunks, t.n * 8, [&](int64_t ch) {
     A lane[kLanes] = {};
     t.each(ch, [&](int64_t i0, int64_t m, const A* const* v) {
-      auto loss = [&](int64_t j) {
-        A e[N];
-        for (int k = 0; k < N; ++k) e[k] = v[k][j];
-        return M::template f<KIND>(e, t.c);
-      };
-      if (none) {
-        for (int64_t j = 0; j < m; ++j) out[i0 + j] = from_acc<T>(loss(j));
-        return;
-      }
-      int64_t j = 0;
-      for (; j + kLanes <= m; j += kLanes)
-        for (int u = 0; u < kLanes; ++u) lane[u] += loss(j + u);
-      for (int u = 0; j < m; ++j, ++u) lane[u] += loss(j);
+      tile_loss<OP, KIND>(m, v, t.c, none ? out + i0 : nullptr, lane);
     });
     if (!none) {
       A s = lane[0];
@@ -154,6 +163,21 @@ template <int OP, int KIND, class T> tc_status loss_cpu(const char* name, const 
   if (!ok) return failed(name);
   if (!none) store_sum(sums, loss_divisor(p), out);
   return TC_OK;
+}
+
+// d[k][j] = the gradient of operand k (those WANT asks for) at element j of a tile of m, gv[j] its incoming
+// gradient: no layout, no store, compiled for AVX2 too, as tile_loss
+template <int OP, int KIND, int WANT, class A>
+TC_CPU_CLONES void tile_grads(int64_t m, const A* const* v, const A* gv, const LossCtx<A>& c,
+                              A (*d)[kTile]) {
+  constexpr int N = LossMath<OP>::kOperands;
+  for (int64_t j = 0; j < m; ++j) {
+    A e[N], dx[N];
+    for (int k = 0; k < N; ++k) e[k] = v[k][j];
+    LossMath<OP>::template df<KIND>(gv[j], e, c, dx);
+    for (int k = 0; k < N; ++k)
+      if (WANT >> k & 1) d[k][j] = dx[k];
+  }
 }
 
 // WANT: bit k, operand k's gradient is asked for; the others' math is dead code, dropped (kl_div's target
@@ -173,13 +197,7 @@ template <int OP, int KIND, int WANT, class T> tc_status loss_backward_cpu(const
     t.each(ch, [&](int64_t i0, int64_t m, const A* const* v) {
       if (none) for (int64_t j = 0; j < m; ++j) gv[j] = to_acc(g[i0 + j]);
       else std::fill(gv, gv + m, g0);
-      for (int64_t j = 0; j < m; ++j) {  // no layout, no store: it vectorizes where the math does
-        A e[N], dx[N];
-        for (int k = 0; k < N; ++k) e[k] = v[k][j];
-        M::template df<KIND>(gv[j], e, t.c, dx);
-        for (int k = 0; k < N; ++k)
-          if (WANT >> k & 1) d[k][j] = dx[k];
-      }
+      tile_grads<OP, KIND, WANT>(m, v, gv, t.c, d);
       for (int k = 0; k < N; ++k)
         if (WANT >> k & 1)
           for (int64_t j = 0; j < m; ++j) grads[k][i0 + j] = from_acc<T>(d[k][j]);

@@ -36,31 +36,10 @@ template <class A> struct LossCtx {
   ReduceCtx<A> norm;  // triplet_margin_loss: p as vector_norm's ord (its kind, its scalar)
 };
 
-// e^x, log x: float on the host through poly_math.h (a tile's loop of them vectorizes; libm's are a call
-// an element); double, and the device, the library's
-template <class A> TC_HD inline A loss_exp(A x) {
-#ifndef __CUDA_ARCH__
-  if constexpr (std::is_same_v<A, float>) return poly::exp(x);
-#endif
-  return std::exp(x);
-}
-template <class A> TC_HD inline A loss_log(A x) {
-#ifndef __CUDA_ARCH__
-  if constexpr (std::is_same_v<A, float>) return poly::log(x);
-#endif
-  return std::log(x);
-}
-
 template <class A> TC_HD inline A clamp_min0(A x) { return x < A(0) ? A(0) : x; }
-template <class A> TC_HD inline A sigmoid(A x) { return A(1) / (A(1) + loss_exp(-x)); }
-// log(sigmoid(x)) as ATen's log_sigmoid: min(x, 0) - log1p(e^-|x|) (the log1p of [0, 1]: poly_math.h's for float on
-// the host)
+// log(sigmoid(x)) as ATen's log_sigmoid: min(x, 0) - log1p(e^-|x|)
 template <class A> TC_HD inline A log_sigmoid(A x) {
-  const A m = x < A(0) ? x : A(0), y = loss_exp(-std::abs(x));
-#ifndef __CUDA_ARCH__
-  if constexpr (std::is_same_v<A, float>) return m - poly::log1p_unit(y);
-#endif
-  return m - std::log1p(y);
+  return (x < A(0) ? x : A(0)) - vmath::log1p_unit(vmath::exp(-std::abs(x)));
 }
 
 template <int OP> struct LossMath;
@@ -127,10 +106,10 @@ template <> struct LossMath<TC_LOSS_BINARY_CROSS_ENTROPY_WITH_LOGITS> {
     d[2] = d[3] = A(0);  // the weights get none
     if constexpr (KIND == 1) {
       const A pt = v[3] * t;
-      d[0] = ((pt + A(1) - t) * sigmoid(x) - pt) * gw;
+      d[0] = ((pt + A(1) - t) * vmath::sigmoid(x) - pt) * gw;
       d[1] = (log_sigmoid(-x) - log_sigmoid(x) * v[3]) * gw;
     } else {
-      d[0] = (sigmoid(x) - t) * gw;
+      d[0] = (vmath::sigmoid(x) - t) * gw;
       d[1] = -x * gw;
     }
   }
@@ -142,19 +121,19 @@ template <> constexpr int kKinds<TC_LOSS_KL_DIV> = 2;
 template <> struct LossMath<TC_LOSS_KL_DIV> {
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
   template <class A> TC_HD static A xlogy(A x, A y) {
-    A r = x * loss_log(y);
+    A r = x * vmath::log(y);
     r = x == A(0) ? A(0) : r;  // one select a statement: a chain in one expression left gcc a branch
     return y != y ? y : r;
   }
   template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
     const A x = v[0], t = v[1];
-    if constexpr (KIND == 1) return loss_exp(t) * (t - x);
+    if constexpr (KIND == 1) return vmath::exp(t) * (t - x);
     else return xlogy(t, t) - t * x;
   }
   template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
     const A x = v[0], t = v[1];
     if constexpr (KIND == 1) {
-      const A e = loss_exp(t);
+      const A e = vmath::exp(t);
       d[0] = -e * g;
       d[1] = g * e * (t - x) + g * e;
     } else {
