@@ -1,6 +1,7 @@
 // The largest error of shared/poly_math.h's float functions against float64 (glibc's double functions, rounded
 // to float), in ulps of the result, over the 2^32 floats (every g_step-th block of 65536 consecutive ones); also
-// checks that the copy TC_CPU_CLONES picks on this CPU (AVX2, AVX-512F) gives the baseline's bits. The figures in poly_math.h's header come from this:
+// checks that the copy TC_CPU_CLONES picks on this CPU (AVX2, AVX-512F) gives the baseline's bits. The figures in
+// poly_math.h's header come from this, over every float (about 14 min of CPU time; an argument N: every Nth block):
 //   g++ -O3 -std=c++20 -fno-trapping-math -fno-math-errno -ffp-contract=off -fopenmp -Icsrc -Icsrc/include scripts/poly_math_ulp.cpp -o /tmp/ulp && /tmp/ulp
 #include <cmath>
 #include <cstdint>

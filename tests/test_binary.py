@@ -201,8 +201,8 @@ RUNS = {
 @pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["sub", "maximum", "pow"])
 def test_cpu_runs_over_broadcasts(name, layout, dt):
-    """Forward against torch's (float32: the same bits but pow's), where's too; float32 gradients (a broadcast
-    operand's summed)."""
+    """Forward against torch's (the same bits but pow's: one IEEE operation, then one rounding to the dtype), where's
+    too; float32 gradients (a broadcast operand's summed)."""
     sa, sb = RUNS[layout]
     a = _operand(name, sa, "cpu", dt, 0)
     b = 1.5 if sb is None else _operand(name, sb, "cpu", dt, 1)
@@ -210,7 +210,7 @@ def test_cpu_runs_over_broadcasts(name, layout, dt):
         a = a.t()
     out, grads = _grads(getattr(tinycuda, name), a, b)
     ref, ref_grads = _grads(BINARY[name].ref, a, b)
-    exact = dt == torch.float32 and name != "pow"
+    exact = name in EXACT
     tol = dict(rtol=0, atol=0) if exact else dict(rtol=2e-2 if dt == torch.bfloat16 else 1e-5, atol=1e-5)
     torch.testing.assert_close(out, ref, equal_nan=True, **tol)
     for g, r in zip(grads, ref_grads):

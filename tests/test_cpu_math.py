@@ -1,8 +1,8 @@
 """The CPU's vector math (csrc/shared/poly_math.h: exp, expm1, log, log1p on [0, 1], tanh, softplus as polynomials a
 loop vectorizes) through the float32 ops that run it, against float64 over the float range: a sample of every bit
-pattern (each 1021st of the 2^32 floats, both signs, subnormals to infinities, and NaN) and every float in a window
+pattern (each 1021st of the 2^32 floats: both signs, subnormals, NaNs; and both infinities) and every float in a window
 around each place where the math changes branch or saturates. The error bounds are poly_math.h's documented ones
-(scripts/poly_math_ulp.cpp measures them over a quarter of the floats), rounded up; the composite ops' are this
+(scripts/poly_math_ulp.cpp measures them over all 2^32 floats), rounded up; the composite ops' are this
 sample's, rounded up. Infinities and NaN must come out as float64's result rounded to float32."""
 import pytest
 import torch
@@ -34,7 +34,8 @@ def _sample():
     for e in EDGES:
         at = torch.tensor([e, -e], dtype=torch.float32).view(torch.int32).to(torch.int64)
         windows += [torch.arange(b - 4096, b + 4096) for b in at.tolist()]
-    bits = torch.cat([bits] + windows) & 0xFFFFFFFF
+    infinities = torch.tensor([float("inf"), -float("inf")]).view(torch.int32).to(torch.int64)
+    bits = torch.cat([bits, infinities] + windows) & 0xFFFFFFFF
     return torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32).view(torch.float32)
 
 

@@ -121,8 +121,8 @@ template <int OP, class T> struct Tiles {
 };
 
 // The loss of each of a tile's m elements (v[k]: operand k's values): into out (reduction 'none'), else element j
-// added to lane[j % kLanes]. Compiled for AVX2 too (TC_CPU_CLONES): no layout and no branch in the loop, so it
-// vectorizes where the math does.
+// added to lane[j % kLanes]. Compiled for AVX2 and AVX-512F too (TC_CPU_CLONES): no layout and no branch in the
+// loop, so it vectorizes where the math does.
 template <int OP, int KIND, class T>
 TC_CPU_CLONES void tile_loss(int64_t m, const acc_t<T>* const* v, const LossCtx<acc_t<T>>& c, T* out,
                              acc_t<T>* lane) {
@@ -166,7 +166,7 @@ template <int OP, int KIND, class T> tc_status loss_cpu(const char* name, const 
 }
 
 // d[k][j] = the gradient of operand k (those WANT asks for) at element j of a tile of m, gv[j] its incoming
-// gradient: no layout, no store, compiled for AVX2 too, as tile_loss
+// gradient: no layout, no store, compiled for AVX2 and AVX-512F too, as tile_loss
 template <int OP, int KIND, int WANT, class A>
 TC_CPU_CLONES void tile_grads(int64_t m, const A* const* v, const A* gv, const LossCtx<A>& c,
                               A (*d)[kTile]) {
