@@ -188,6 +188,38 @@ def test_gradients_are_summed_to_the_operands_shapes(device, name, sa, sb):
     torch.testing.assert_close(gb, rb)
 
 
+# the CPU loop's runs along the inner dim (cpu/kit/pointwise.h's run_at): both operands contiguous along it, one
+# constant (a row or column broadcast, a number), a strided one (an element at a time); large enough for two
+# threads, whose ranges start mid-row (517 x 1031)
+RUNS = {
+    "rows": ((517, 1031), (1031,)), "columns": ((517, 1031), (517, 1)), "column first": ((517, 1), (517, 1031)),
+    "number": ((517, 1031), None), "transposed": ((1031, 517), (517, 1031)),
+}
+
+
+@pytest.mark.parametrize("layout", RUNS)
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["sub", "maximum", "pow"])
+def test_cpu_runs_over_broadcasts(name, layout, dt):
+    """Forward against torch's (the same bits but pow's: one IEEE operation, then one rounding to the dtype), where's
+    too; float32 gradients (a broadcast operand's summed)."""
+    sa, sb = RUNS[layout]
+    a = _operand(name, sa, "cpu", dt, 0)
+    b = 1.5 if sb is None else _operand(name, sb, "cpu", dt, 1)
+    if layout == "transposed":
+        a = a.t()
+    out, grads = _grads(getattr(tinycuda, name), a, b)
+    ref, ref_grads = _grads(BINARY[name].ref, a, b)
+    exact = name in EXACT
+    tol = dict(rtol=0, atol=0) if exact else dict(rtol=2e-2 if dt == torch.bfloat16 else 1e-5, atol=1e-5)
+    torch.testing.assert_close(out, ref, equal_nan=True, **tol)
+    for g, r in zip(grads, ref_grads):
+        if g is not None and dt == torch.float32:
+            torch.testing.assert_close(g, r, equal_nan=True, rtol=1e-5, atol=1e-4)
+    c = torch.rand(a.shape) > 0.5
+    _same(tinycuda.where(c, a, b), torch.where(c, a, b))
+
+
 def test_empty_result_from_a_non_empty_operand(device):
     """(5, 1) with (0,) broadcast to (5, 0): empty gradients of the operands' shapes."""
     a, b = torch.randn(5, 1, device=device), torch.randn(0, device=device)

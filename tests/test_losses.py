@@ -281,7 +281,7 @@ def test_compile_with_options(device):
 
 @pytest.mark.parametrize("name", OPS)
 def test_signature_is_torchs(name):
-    """torch.nn.functional's parameters, in order, with its defaults (torch 2.6's per-element weight of mse_loss,
+    """torch.nn.functional's parameters, in order, with its defaults (recent torch's per-element weight of mse_loss,
     l1_loss and huber_loss too: refused when given)."""
     ours, ref = inspect.signature(getattr(tinycuda, name)), inspect.signature(getattr(F, name))
     assert list(ours.parameters) == list(ref.parameters)

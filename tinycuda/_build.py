@@ -157,8 +157,13 @@ def flags(with_cuda, debug):
     # -fno-trapping-math (host C++ only; no value changes, unlike -ffast-math): we
     # raise no FP traps, so the compiler may compute both sides of a select, which
     # lets loops like leaky_relu's x > 0 ? x : a x vectorize (8x torch's CPU time
-    # as a mispredicted branch)
-    cxx = opt + ["-std=c++20", "-fno-trapping-math"]
+    # as a mispredicted branch). -fno-math-errno (no value changes either): nothing
+    # reads errno, and a sqrt that may set it is a call gcc cannot vectorize
+    # (rsqrt 3.1x, sqrt 1.8x torch's CPU time over 2^22 fp32). -ffp-contract=off:
+    # no a * b + c fused into one rounding (the AVX-512 copies of the CPU loops
+    # have FMA; the baseline and AVX2 ones do not), so every copy, and both
+    # doors' builds, give the same bits
+    cxx = opt + ["-std=c++20", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off"]
     # -lineinfo always: compute-sanitizer and ncu then name source lines; no effect on the code
     nvcc = opt + ["-std=c++20", "--expt-relaxed-constexpr", "-lineinfo"]
     if with_cuda:

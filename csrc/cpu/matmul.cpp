@@ -124,9 +124,12 @@ template <class T>
 void rows_block_base(const Job<T>& j, Item it, acc_t<T>* ap, acc_t<T>* acc) {
   rows_block(j, it, ap, acc);
 }
+// fp-contract=fast for this copy alone: the build's -ffp-contract=off (tinycuda/_build.py: every copy of the
+// elementwise loops gives the same bits) would leave the tile's c += a b a multiply and an add; with it, gcc 11 and
+// 12 emit the FMAs main's build did (36 vfmadd231ps in the float copy)
 template <class T>
-__attribute__((target("avx2,fma"))) void rows_block_avx2(const Job<T>& j, Item it, acc_t<T>* ap,
-                                                          acc_t<T>* acc) {
+__attribute__((target("avx2,fma"), optimize("fp-contract=fast"))) void rows_block_avx2(const Job<T>& j, Item it,
+                                                                                      acc_t<T>* ap, acc_t<T>* acc) {
   rows_block(j, it, ap, acc);
 }
 

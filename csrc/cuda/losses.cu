@@ -101,88 +101,91 @@ __device__ __forceinline__ void block_out(acc_t<T> acc, acc_t<T> divisor, T* out
   else partial[blockIdx.x] = acc;
 }
 
+// The grid's walk over the n elements: vec(i0, e) for each vector of V from i0 (the vector path, e[k][j] operand
+// k's value at element i0 + j), then one(i, x) for each element left (a single dim's last n % V; every element off
+// the vector path), the threads striding by the grid
+template <class T, int N, class Vector, class One>
+__device__ __forceinline__ void walk(int64_t n, const StridedArg<N>& l, bool vec, Vector&& vector, One&& one) {
+  constexpr int V = Vec<T>::size;
+  const int64_t step = int64_t(gridDim.x) * kThreads, t = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  int64_t scalar_from = 0;
+  if (vec) {
+    const int64_t nv = n / V;
+    for (int64_t v = t; v < nv; v += step) {
+      acc_t<T> e[N][V];
+      elements<T, N, V>(l, v * V, e);
+      vector(v * V, e);
+    }
+    scalar_from = nv * V;
+  }
+  for (int64_t i = scalar_from + t; i < n; i += step) {
+    acc_t<T> x[N];
+    element<T, N>(l, i, x);
+    one(i, x);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // kernels
 
-template <int OP, class T>
+template <int OP, int KIND, class T>
 __global__ void __launch_bounds__(kThreads)
 loss_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, const LossCtx<acc_t<T>> c, bool vec,
             bool reduce, acc_t<T> divisor, T* __restrict__ out, acc_t<T>* __restrict__ partial) {
   using A = acc_t<T>;
   using M = LossMath<OP>;
   constexpr int N = M::kOperands, V = Vec<T>::size;
-  const int64_t step = int64_t(gridDim.x) * kThreads, t = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   A acc = 0;
-  int64_t scalar_from = 0;
-  if (vec) {
-    const int64_t nv = n / V;
-    for (int64_t v = t; v < nv; v += step) {
-      A e[N][V];
-      elements<T, N, V>(l, v * V, e);
-      Vec<T, V> y;
+  walk<T>(n, l, vec, [&](int64_t i0, const A (&e)[N][V]) {
+    Vec<T, V> y;
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        A x[N];
+    for (int j = 0; j < V; ++j) {
+      A x[N];
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = e[k][j];
-        const A f = M::f(x, c);
-        if (reduce) acc += f;
-        else y.v[j] = from_acc<T>(f);
-      }
-      if (!reduce) store_vec(out + v * V, y);
+      for (int k = 0; k < N; ++k) x[k] = e[k][j];
+      const A f = M::template f<KIND>(x, c);
+      if (reduce) acc += f;
+      else y.v[j] = from_acc<T>(f);
     }
-    scalar_from = nv * V;  // one dim: its last n % V elements
-  }
-  for (int64_t i = scalar_from + t; i < n; i += step) {
-    A x[N];
-    element<T, N>(l, i, x);
-    const A f = M::f(x, c);
+    if (!reduce) store_vec(out + i0, y);
+  }, [&](int64_t i, const A (&x)[N]) {
+    const A f = M::template f<KIND>(x, c);
     if (reduce) acc += f;
     else out[i] = from_acc<T>(f);
-  }
+  });
   if (reduce) block_out<T>(acc, divisor, out, partial);
 }
 
-template <int OP, class T>
+template <int OP, int KIND, class T>
 __global__ void __launch_bounds__(kThreads)
 loss_backward_kernel(int64_t n, const StridedArg<LossMath<OP>::kOperands> l, const LossCtx<acc_t<T>> c, bool vec,
                      const T* __restrict__ g, bool none, acc_t<T> divisor, const Grads<T> grads) {
   using A = acc_t<T>;
   using M = LossMath<OP>;
   constexpr int N = M::kOperands, V = Vec<T>::size;
-  const int64_t step = int64_t(gridDim.x) * kThreads, t = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const A g0 = none ? A(0) : to_acc(g[0]) / divisor;
-  int64_t scalar_from = 0;
-  if (vec) {
-    const int64_t nv = n / V;
-    for (int64_t v = t; v < nv; v += step) {
-      A e[N][V];
-      elements<T, N, V>(l, v * V, e);
-      Vec<T, V> gv, d[N];
-      if (none) gv = load_vec<T, V>(g + v * V);
+  walk<T>(n, l, vec, [&](int64_t i0, const A (&e)[N][V]) {
+    Vec<T, V> gv, d[N];
+    if (none) gv = load_vec<T, V>(g + i0);
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        A x[N], dx[N];
+    for (int j = 0; j < V; ++j) {
+      A x[N], dx[N];
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = e[k][j];
-        M::df(none ? to_acc(gv.v[j]) : g0, x, c, dx);
+      for (int k = 0; k < N; ++k) x[k] = e[k][j];
+      M::template df<KIND>(none ? to_acc(gv.v[j]) : g0, x, c, dx);
 #pragma unroll
-        for (int k = 0; k < N; ++k) d[k].v[j] = from_acc<T>(dx[k]);
-      }
-#pragma unroll
-      for (int k = 0; k < N; ++k)
-        if (grads.p[k]) store_vec(grads.p[k] + v * V, d[k]);
+      for (int k = 0; k < N; ++k) d[k].v[j] = from_acc<T>(dx[k]);
     }
-    scalar_from = nv * V;
-  }
-  for (int64_t i = scalar_from + t; i < n; i += step) {
-    A x[N], dx[N];
-    element<T, N>(l, i, x);
-    M::df(none ? to_acc(g[i]) : g0, x, c, dx);
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (grads.p[k]) store_vec(grads.p[k] + i0, d[k]);
+  }, [&](int64_t i, const A (&x)[N]) {
+    A dx[N];
+    M::template df<KIND>(none ? to_acc(g[i]) : g0, x, c, dx);
 #pragma unroll
     for (int k = 0; k < N; ++k)
       if (grads.p[k]) grads.p[k][i] = from_acc<T>(dx[k]);
-  }
+  });
 }
 
 // the loss from the blocks' partial sums: one block of 1024 threads, a partial each (at most 1024)
@@ -340,7 +343,7 @@ template <class T> tc_status workspace_check(const char* name, const tc_loss_par
   return TC_OK;
 }
 
-template <int OP, class T>
+template <int OP, int KIND, class T>
 tc_status launch_loss(const char* name, const tc_loss_params* p, bool backward, cudaStream_t stream) {
   using A = acc_t<T>;
   constexpr int N = LossMath<OP>::kOperands, V = Vec<T>::size;
@@ -357,20 +360,20 @@ tc_status launch_loss(const char* name, const tc_loss_params* p, bool backward, 
     const bool vec = vector_path(sl, p, N, V, {none ? p->grad_out : nullptr, p->grads[0], p->grads[1], p->grads[2],
                                                p->grads[3]});
     const unsigned grid = grid_1d(vec ? std::max(n / V, n % V) : n, kThreads, 1 << 20);
-    loss_backward_kernel<OP, T><<<grid, kThreads, 0, stream>>>(n, l, c, vec, static_cast<const T*>(p->grad_out), none,
+    loss_backward_kernel<OP, KIND, T><<<grid, kThreads, 0, stream>>>(n, l, c, vec, static_cast<const T*>(p->grad_out), none,
                                                                divisor, grads);
     return check_launch(name);
   }
   T* out = static_cast<T*>(p->out);
   const bool vec = vector_path(sl, p, N, V, {none ? p->out : nullptr});
   if (none) {
-    loss_kernel<OP, T><<<grid_1d(vec ? std::max(n / V, n % V) : n, kThreads, 1 << 20), kThreads, 0, stream>>>(
+    loss_kernel<OP, KIND, T><<<grid_1d(vec ? std::max(n / V, n % V) : n, kThreads, 1 << 20), kThreads, 0, stream>>>(
         n, l, c, vec, false, divisor, out, nullptr);
     return check_launch(name);
   }
   const int64_t blocks = plan::loss_blocks(n);
   TC_RETURN_IF_ERROR(workspace_check<T>(name, p, blocks));
-  loss_kernel<OP, T><<<unsigned(blocks), kThreads, 0, stream>>>(n, l, c, vec, true, divisor, out,
+  loss_kernel<OP, KIND, T><<<unsigned(blocks), kThreads, 0, stream>>>(n, l, c, vec, true, divisor, out,
                                                                 static_cast<A*>(p->workspace));
   TC_RETURN_IF_ERROR(check_launch(name));
   return finish<T>(name, blocks, p, divisor, stream);
@@ -405,24 +408,18 @@ tc_status launch_triplet(const char* name, const tc_loss_params* p, bool backwar
 }
 
 template <bool BACKWARD> tc_status run(const tc_loss_params* p) {
-  TC_RETURN_IF_ERROR(loss_check(p, BACKWARD));
-  const char* name = loss_name(p->op, BACKWARD);
-  if (p->reduction == TC_LOSS_REDUCTION_NONE && loss_count(p) == 0) return TC_OK;
+  const char* name = nullptr;
+  if (const tc_status s = loss_begin(p, BACKWARD, &name); s != TC_OK || !name) return s;
   cudaStream_t stream = as_stream(p->stream);
   return dispatch_cuda(p->dtype, name, [&](auto tag) -> tc_status {
     using T = decltype(tag);
-    return dispatch_loss(p->op, [&](auto k) -> tc_status {
-      constexpr int OP = decltype(k)::value;
-      if constexpr (OP == TC_LOSS_TRIPLET_MARGIN_LOSS) {
-        return dispatch_norm(loss_ctx<acc_t<T>>(p).norm.kind, [&](auto kind) -> tc_status {
-          constexpr int KIND = decltype(kind)::value;
-          return plan::loss_row_group(loss_rows(p).cols) == 32
-                     ? launch_triplet<KIND, T, 32>(name, p, BACKWARD, stream)
-                     : launch_triplet<KIND, T, kThreads>(name, p, BACKWARD, stream);
-        });
-      } else {
-        return launch_loss<OP, T>(name, p, BACKWARD, stream);
-      }
+    return dispatch_loss_kernel<acc_t<T>>(p, [&](auto k, auto kind) -> tc_status {
+      constexpr int OP = decltype(k)::value, KIND = decltype(kind)::value;
+      if constexpr (OP == TC_LOSS_TRIPLET_MARGIN_LOSS)
+        return plan::loss_row_group(loss_rows(p).cols) == 32 ? launch_triplet<KIND, T, 32>(name, p, BACKWARD, stream)
+                                                             : launch_triplet<KIND, T, kThreads>(name, p, BACKWARD, stream);
+      else
+        return launch_loss<OP, KIND, T>(name, p, BACKWARD, stream);
     });
   });
 }

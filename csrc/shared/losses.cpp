@@ -176,6 +176,13 @@ tc_status loss_check(const tc_loss_params* p, bool backward) {
   return TC_OK;
 }
 
+tc_status loss_begin(const tc_loss_params* p, bool backward, const char** name) {
+  *name = nullptr;
+  TC_RETURN_IF_ERROR(loss_check(p, backward));
+  if (p->reduction != TC_LOSS_REDUCTION_NONE || loss_count(p) > 0) *name = loss_name(p->op, backward);
+  return TC_OK;
+}
+
 size_t tc_loss_workspace_size(const tc_loss_params* p) {
   if (loss_check(p, false) != TC_OK || p->reduction == TC_LOSS_REDUCTION_NONE) return 0;
   int64_t blocks = 1;

@@ -8,9 +8,14 @@
 //                             weight, is refused)
 //   kGrads                    bit k: operand k has a gradient (tc_loss_grads)
 //   kShape                    how the operand shapes agree (tc_loss_shape)
-//   f(v, c)                   the loss of one element, v[k] operand k's value
+//   kKinds                    its kinds (dispatch_loss_kernel): kl_div's log_target,
+//                             bce's pos_weight given or not, compiled into
+//                             the kernels (a run-time flag in the element loop
+//                             kept the CPU's from vectorizing: both sides of
+//                             kl_div's ran, then a select)
+//   f<KIND>(v, c)             the loss of one element, v[k] operand k's value
 //                             (an optional operand not given reads 1)
-//   df(g, v, c, d)            d[k] = g d f / d v[k] for every operand
+//   df<KIND>(g, v, c, d)      d[k] = g d f / d v[k] for every operand
 // triplet_margin_loss reduces rows first: its math is TripletMath below.
 //
 // A clamp (x < 0 ? 0 : x) keeps NaN, and passes the gradient where x >= 0,
@@ -18,35 +23,35 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
-#include "elementwise_math.h"  // sigmoid_of
 #include "internal.h"
-#include "reduce_math.h"       // NormMath, reduce_grad (triplet's norms), sign_of, r_exp, r_log
+#include "poly_math.h"
+#include "reduce_math.h"  // NormMath, reduce_grad (triplet's norms), sign_of
 #include "tinycuda/losses.h"
 
 template <class A> struct LossCtx {
   A beta = 0, delta = 0, margin = 0, eps = 0;
-  bool log_target = false;
-  bool pos_weight = false;  // bce_with_logits: given (torch's gradient formulas differ)
-  ReduceCtx<A> norm;        // triplet_margin_loss: p as vector_norm's ord (its kind, its scalar)
+  ReduceCtx<A> norm;  // triplet_margin_loss: p as vector_norm's ord (its kind, its scalar)
 };
 
 template <class A> TC_HD inline A clamp_min0(A x) { return x < A(0) ? A(0) : x; }
 // log(sigmoid(x)) as ATen's log_sigmoid: min(x, 0) - log1p(e^-|x|)
 template <class A> TC_HD inline A log_sigmoid(A x) {
-  return (x < A(0) ? x : A(0)) - std::log1p(std::exp(-std::abs(x)));
+  return (x < A(0) ? x : A(0)) - vmath::log1p_unit(vmath::exp(-std::abs(x)));
 }
 
 template <int OP> struct LossMath;
+template <int OP> constexpr int kKinds = 1;
 
 template <> struct LossMath<TC_LOSS_MSE_LOSS> {
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>&) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>&) {
     const A d = v[0] - v[1];
     return d * d;
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>&, A* d) {
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>&, A* d) {
     d[0] = A(2) * (v[0] - v[1]) * g;
     d[1] = -d[0];
   }
@@ -54,8 +59,8 @@ template <> struct LossMath<TC_LOSS_MSE_LOSS> {
 
 template <> struct LossMath<TC_LOSS_L1_LOSS> {  // sign(0) = sign(NaN) = 0, as torch's abs gradient
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>&) { return std::abs(v[0] - v[1]); }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>&, A* d) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>&) { return std::abs(v[0] - v[1]); }
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>&, A* d) {
     d[0] = sign_of(v[0] - v[1]) * g;
     d[1] = -d[0];
   }
@@ -64,11 +69,11 @@ template <> struct LossMath<TC_LOSS_L1_LOSS> {  // sign(0) = sign(NaN) = 0, as t
 // beta = 0 is torch's l1_loss (F.smooth_l1_loss calls it): the same loss, sign(d) g
 template <> struct LossMath<TC_LOSS_SMOOTH_L1_LOSS> {
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
     const A z = std::abs(v[0] - v[1]);
     return z < c.beta ? A(0.5) * z * z / c.beta : z - A(0.5) * c.beta;
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
     const A x = v[0] - v[1];
     d[0] = c.beta == A(0) ? sign_of(x) * g : x <= -c.beta ? -g : x >= c.beta ? g : x * g / c.beta;
     d[1] = -d[0];
@@ -77,51 +82,58 @@ template <> struct LossMath<TC_LOSS_SMOOTH_L1_LOSS> {
 
 template <> struct LossMath<TC_LOSS_HUBER_LOSS> {
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
     const A z = std::abs(v[0] - v[1]);
     return z < c.delta ? A(0.5) * z * z : c.delta * (z - A(0.5) * c.delta);
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
     const A x = v[0] - v[1];
     d[0] = x <= -c.delta ? -g * c.delta : x >= c.delta ? g * c.delta : x * g;
     d[1] = -d[0];
   }
 };
 
-// v: input x, target t, weight w, pos_weight pw
+// v: input x, target t, weight w, pos_weight pw (KIND 1: given; torch's gradient formulas differ)
+template <> constexpr int kKinds<TC_LOSS_BINARY_CROSS_ENTROPY_WITH_LOGITS> = 2;
 template <> struct LossMath<TC_LOSS_BINARY_CROSS_ENTROPY_WITH_LOGITS> {
   static constexpr int kOperands = 4, kGrads = 0b0011, kShape = TC_LOSS_SHAPE_TARGET_AS_INPUT;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>&) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>&) {
     const A x = v[0], t = v[1], lw = (v[3] - A(1)) * t + A(1);
     return ((A(1) - t) * x - lw * log_sigmoid(x)) * v[2];
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
     const A x = v[0], t = v[1], gw = g * v[2];
     d[2] = d[3] = A(0);  // the weights get none
-    if (c.pos_weight) {
+    if constexpr (KIND == 1) {
       const A pt = v[3] * t;
-      d[0] = ((pt + A(1) - t) * sigmoid_of(x) - pt) * gw;
+      d[0] = ((pt + A(1) - t) * vmath::sigmoid(x) - pt) * gw;
       d[1] = (log_sigmoid(-x) - log_sigmoid(x) * v[3]) * gw;
     } else {
-      d[0] = (sigmoid_of(x) - t) * gw;
+      d[0] = (vmath::sigmoid(x) - t) * gw;
       d[1] = -x * gw;
     }
   }
 };
 
-// v: input x (log-probabilities), target t. The target's gradient is torch's xlogy(t, t)'s: xlogy(g, t),
-// 0 where t = 0, plus g t / t (NaN at t = 0), then -x g
+// v: input x (log-probabilities), target t (KIND 1: log_target). The target's gradient is torch's xlogy(t, t)'s:
+// xlogy(g, t), 0 where t = 0, plus g t / t (NaN at t = 0), then -x g
+template <> constexpr int kKinds<TC_LOSS_KL_DIV> = 2;
 template <> struct LossMath<TC_LOSS_KL_DIV> {
   static constexpr int kOperands = 2, kGrads = 0b11, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A xlogy(A x, A y) { return y != y ? y : x == A(0) ? A(0) : x * std::log(y); }
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
-    const A x = v[0], t = v[1];
-    return c.log_target ? std::exp(t) * (t - x) : xlogy(t, t) - t * x;
+  template <class A> TC_HD static A xlogy(A x, A y) {
+    A r = x * vmath::log(y);
+    r = x == A(0) ? A(0) : r;  // one select a statement: a chain in one expression left gcc a branch
+    return y != y ? y : r;
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
     const A x = v[0], t = v[1];
-    if (c.log_target) {
-      const A e = std::exp(t);
+    if constexpr (KIND == 1) return vmath::exp(t) * (t - x);
+    else return xlogy(t, t) - t * x;
+  }
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+    const A x = v[0], t = v[1];
+    if constexpr (KIND == 1) {
+      const A e = vmath::exp(t);
       d[0] = -e * g;
       d[1] = g * e * (t - x) + g * e;
     } else {
@@ -134,10 +146,10 @@ template <> struct LossMath<TC_LOSS_KL_DIV> {
 // v: input1, input2, target y
 template <> struct LossMath<TC_LOSS_MARGIN_RANKING_LOSS> {
   static constexpr int kOperands = 3, kGrads = 0b111, kShape = TC_LOSS_SHAPE_SAME_NDIM;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
     return clamp_min0(-v[2] * (v[0] - v[1]) + c.margin);
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
     const A diff = v[0] - v[1], a = -v[2] * diff + c.margin >= A(0) ? g : A(0);
     d[0] = -v[2] * a;
     d[1] = v[2] * a;
@@ -148,11 +160,18 @@ template <> struct LossMath<TC_LOSS_MARGIN_RANKING_LOSS> {
 // v: input x, target y (compared with 1 and -1 only: no gradient)
 template <> struct LossMath<TC_LOSS_HINGE_EMBEDDING_LOSS> {
   static constexpr int kOperands = 2, kGrads = 0b01, kShape = TC_LOSS_SHAPE_BROADCAST;
-  template <class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
-    return (v[1] != A(1) ? clamp_min0(c.margin - v[0]) : A(0)) + (v[1] != A(-1) ? v[0] : A(0));
+  // one select a statement (no && either): gcc left a branch, and a loop of it scalar, otherwise
+  template <int KIND, class A> TC_HD static A f(const A* v, const LossCtx<A>& c) {
+    const A h = clamp_min0(c.margin - v[0]);
+    const A m = v[1] != A(1) ? h : A(0);
+    const A x = v[1] != A(-1) ? v[0] : A(0);
+    return m + x;
   }
-  template <class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
-    d[0] = (v[1] != A(1) && c.margin - v[0] >= A(0) ? -g : A(0)) + (v[1] != A(-1) ? g : A(0));
+  template <int KIND, class A> TC_HD static void df(A g, const A* v, const LossCtx<A>& c, A* d) {
+    const A h = c.margin - v[0] >= A(0) ? -g : A(0);
+    const A m = v[1] != A(1) ? h : A(0);
+    const A x = v[1] != A(-1) ? g : A(0);
+    d[0] = m + x;
     d[1] = A(0);
   }
 };
@@ -237,11 +256,28 @@ template <class F> tc_status dispatch_norm(int kind, F&& f) {
   return tc_fail(TC_ERR_INTERNAL, "triplet_margin_loss: norm kind %d has no kernel", kind);
 }
 
+template <class A> LossCtx<A> loss_ctx(const tc_loss_params* p);
+
+// Calls f(OP, KIND) (integral constants): the op and its kind, compiled into its kernels: kl_div's log_target,
+// bce's pos_weight given, triplet_margin_loss's norm kind of p (dispatch_norm); 0 for the others
+template <class A, class F> tc_status dispatch_loss_kernel(const tc_loss_params* p, F&& f) {
+  using std::integral_constant;
+  return dispatch_loss(p->op, [&](auto k) -> tc_status {
+    constexpr int OP = decltype(k)::value;
+    if constexpr (OP == TC_LOSS_TRIPLET_MARGIN_LOSS)
+      return dispatch_norm(loss_ctx<A>(p).norm.kind, [&](auto kind) { return f(k, kind); });
+    else if constexpr (kKinds<OP> == 2)
+      return (OP == TC_LOSS_KL_DIV ? p->log_target != 0 : p->operands[3] != nullptr)
+                 ? f(k, integral_constant<int, 1>{})
+                 : f(k, integral_constant<int, 0>{});
+    else
+      return f(k, integral_constant<int, 0>{});
+  });
+}
+
 template <class A> LossCtx<A> loss_ctx(const tc_loss_params* p) {
   LossCtx<A> c;
   c.beta = A(p->beta), c.delta = A(p->delta), c.margin = A(p->margin), c.eps = A(p->eps);
-  c.log_target = p->log_target != 0;
-  c.pos_weight = p->operands[3] != nullptr;
   c.norm = reduce_ctx<A>(TC_REDUCE_VECTOR_NORM, p->p, 0);
   return c;
 }
@@ -268,6 +304,9 @@ inline LossRows loss_rows(const tc_loss_params* p) {
 // Names and checks both devices run (csrc/shared/losses.cpp).
 const char* loss_name(int op, bool backward = false);
 tc_status loss_check(const tc_loss_params* p, bool backward);
+// An entry point's start: loss_check, then *name the op's name, or NULL where there is nothing to compute
+// (reduction NONE of no element)
+tc_status loss_begin(const tc_loss_params* p, bool backward, const char** name);
 // elements the loss has: one an element, or a row for triplet_margin_loss
 int64_t loss_count(const tc_loss_params* p);
 // what the loss's sum (the gradient) is divided by: the count (MEAN), batch (BATCHMEAN), 1 (SUM, NONE)

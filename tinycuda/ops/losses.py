@@ -12,7 +12,9 @@ list; nothing here names one.
 The tensor arguments may be any strided views, broadcast as torch broadcasts them (read in place); the result is
 a new contiguous tensor: the loss of each element (reduction='none'), or one value. The backward reads the
 forward's arguments, <name>_backward(grad_out, <the same arguments>, output_mask), and writes each gradient at
-the broadcast shape; the autograd formula sums it to its operand's shape with tinycuda.sum.
+the broadcast shape; the autograd formula sums it to its operand's shape with tinycuda.sum. Refused, with an
+error naming the argument: mse_loss's, l1_loss's and huber_loss's per-element weight (recent torch's), triplet's
+p = +-inf, shapes torch would broadcast that its checks or this family's rule (tc_loss_shape) refuse.
 """
 import torch
 

@@ -39,7 +39,10 @@
  * deprecated size_average and reduce included (either given: torch's legacy
  * reduction). Its tensor arguments are the op's operands, in schema order;
  * tc_loss_grads(op) says which get a gradient, tc_loss_shape(op) how their
- * shapes must agree. Both doors build their functions from these.
+ * shapes must agree. Both doors build their functions from these. Refused:
+ * mse_loss's, l1_loss's and huber_loss's per-element weight (recent torch's;
+ * operands[2] must be NULL), triplet_margin_loss's p = +-inf (the norm's
+ * gradient would need its ties counted).
  *
  * Layout: the operands are strided views (element strides, 0 along a
  * broadcast dim) of `ndim` <= 8 dims of `sizes`, their broadcast shape;
