@@ -4,23 +4,28 @@
 
 Each case runs tinycuda's op and torch's on the same fresh randn inputs (2048 x 2048, or 2^22 in one dim where the
 op is 1-D), twice each to warm up, then --reps rounds of one tinycuda call and one torch call, alternating, each
-timed alone with a 5 ms pause before it (torch's OpenMP workers spin for a while after its call and would take a
-core from the next one); the figures are the medians (--stat min: the fastest call, which on a loaded machine is
-the one whose threads found their cores free). --clock cpu times the process' CPU time instead (both threads'
-work, what a loaded machine's waiting does not inflate; run it with OMP_WAIT_POLICY=PASSIVE, or torch's spinning
-workers are counted too). torch runs on torch.set_num_threads(2); tinycuda's CPU
-kernels use every core (2 here). The machine is shared: repeat a case (a substring of its name) before believing
-a miss.
+timed alone with a 5 ms pause before it; the figures are the medians (--stat min: the fastest call, which on a
+loaded machine is the one whose threads found their cores free). --clock cpu times the process' CPU time instead
+(both threads' work, what a loaded machine's waiting does not inflate). torch runs on torch.set_num_threads(2);
+tinycuda's CPU kernels use every core (2 here). The machine is shared: repeat a case (a substring of its name)
+before believing a miss.
+
+OMP_WAIT_POLICY is PASSIVE unless set: torch's libgomp workers otherwise spin after each of its calls (about 8 ms of
+CPU here, past the 5 ms pause) on the core the next tinycuda call's second thread needs. With them spinning,
+tinycuda's add over 2^22 took 4.9 ms (2.0x torch's 2.4), alone on its cores 2.6 (1.2x torch's 2.2: the policy
+leaves torch's own time about as it was).
 """
 import argparse
+import os
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch loads libgomp: before the import
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
-import tinycuda
+import tinycuda  # noqa: E402
 
 N = 2048  # N x N = 2^22
 
