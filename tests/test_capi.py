@@ -297,6 +297,16 @@ def test_fused_linear_cross_entropy_bit_for_bit_with_the_unfused_capi_calls(dtyp
         _same(ours[3], wrap(gb))
 
 
+def test_fused_linear_cross_entropy_chunk_rule():
+    """The core's one chunk rule (cross_entropy.h), which the torch op and capi both take: Liger's
+    next_pow2(ceil(N / ceil(V / H))), at least 512 rows, at most N (at least 1)."""
+    chunk = capi.lib().tc_fused_linear_cross_entropy_chunk
+    assert chunk(8192, 4096, 128256) == 512  # Liger's 256
+    assert chunk(65536, 4096, 32000) == 8192  # Liger's own: ceil(32000 / 4096) = 8, 65536 / 8
+    assert chunk(300, 64, 1000) == 300 and chunk(1, 8, 8) == 1 and chunk(0, 8, 8) == 1
+    assert chunk(5000, 4096, 4096) == 5000 and chunk(20000, 4096, 8192) == 16384
+
+
 def test_fused_linear_cross_entropy_edges():
     hidden, weight, target, b = _flce_inputs(6, 4, 3, torch.float32, "cpu", True)
     h, w, bb = hidden.numpy(), weight.numpy(), b.numpy()

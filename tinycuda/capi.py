@@ -1689,7 +1689,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     z-loss the z terms apart by the count, as cross_entropy.h).
 
     The torch op's algorithm over this module's calls, per chunk of chunk_size
-    tokens (0: Liger's): linear into one [chunk, V] buffer; cross_entropy
+    tokens (0: tc_fused_linear_cross_entropy_chunk's): linear into one [chunk, V] buffer; cross_entropy
     writing the gradient over it ('mean': scaled by the batch's count of valid
     targets; row_scale: then scaled per row by cross_entropy_backward) and each
     row's loss in float32 (float64 for float64), summed at
@@ -1735,8 +1735,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         if bad.size:
             raise CapiError(f"tinycuda.capi.{op}: target {tv[bad[0]]} at row {bad[0]} is out of range [0, {nc})",
                             lib().TC_ERR_INVALID_ARGUMENT)
-    want = -(-n // -(-nc // max(hd, 1)))  # Liger's chunk: next_pow2(ceil(N / ceil(V / H))), a buffer of ~N x H
-    chunk = min(chunk_size or 1 << max(want - 1, 0).bit_length(), max(n, 1))
+    chunk = min(chunk_size or lib().tc_fused_linear_cross_entropy_chunk(n, hd, nc), max(n, 1))
     acc, mean = _acc(h), red == lib().TC_REDUCTION_MEAN
     row_loss, buffer, n_valid = _empty(op, h, (n,), acc), _empty(op, h, (chunk, nc)), None
     if mean:  # in hidden's array type, whatever target's

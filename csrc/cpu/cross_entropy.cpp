@@ -9,10 +9,19 @@
 #include "../shared/softmax_math.h"
 #include "kit/cpu_utils.h"
 
-// Sizes the CUDA path's workspace (the CPU path needs none); it lives here
-// because this file is built in every configuration.
+// Sizes the CUDA path's workspace (the CPU path needs none), and the chunk of
+// a chunked caller; they live here because this file is built in every
+// configuration.
 size_t tc_cross_entropy_workspace_size(const tc_cross_entropy_params* p) {
   return p ? ce::workspace_bytes(*p) : 0;
+}
+
+int64_t tc_fused_linear_cross_entropy_chunk(int64_t tokens, int64_t hidden, int64_t classes) {
+  const int64_t h = hidden > 0 ? hidden : 1, factor = (classes + h - 1) / h;
+  const int64_t want = factor > 0 ? (tokens + factor - 1) / factor : tokens;
+  int64_t chunk = 512;
+  while (chunk < want) chunk *= 2;
+  return chunk < tokens ? chunk : (tokens > 1 ? tokens : 1);
 }
 
 tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {

@@ -6,10 +6,12 @@
 //   grad_hidden_c = grad_c @ weight                      into grad_hidden's rows
 //   grad_weight  += grad_c.T @ hidden_c                  beta = 0 on the first chunk
 //   grad_bias    += grad_c summed over rows              in fp32, rounded once
-// The chunk is Liger's: next_pow2(ceil(N / ceil(V / H))) tokens, so the
-// buffer holds about N * H elements (256 x 128256 bf16 = 63 MiB for N = 8192,
-// H = 4096, V = 128256) and the extra memory is that plus the gradients
-// themselves (grad_weight 1002 MiB, grad_hidden 64 MiB).
+// The chunk is tc_fused_linear_cross_entropy_chunk's: Liger's
+// next_pow2(ceil(N / ceil(V / H))) tokens (a buffer of about N * H elements)
+// but at least 512, where the grad_weight product stops being bound by
+// grad_weight's reads and writes (cross_entropy.h): 512 x 128256 bf16 = 125
+// MiB for N = 8192, H = 4096, V = 128256, and the extra memory is that plus the
+// gradients themselves (grad_weight 1002 MiB, grad_hidden 64 MiB).
 //
 // FLOPs: 6 N H V (25.8 TFLOP at that shape, ~34 ms at 760 TFLOP/s); the
 // cross-entropy kernel adds 2 chunk x V x s bytes per chunk, ~1.5 ms in all.
@@ -44,13 +46,6 @@
 
 namespace {
 using namespace tc_torch;
-
-int64_t liger_chunk(int64_t n, int64_t h, int64_t v) {
-  const int64_t factor = (v + h - 1) / h, want = (n + factor - 1) / factor;
-  int64_t chunk = 1;
-  while (chunk < want) chunk *= 2;
-  return chunk;
-}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& target,
@@ -100,7 +95,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
   const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
   const int64_t n = h.size(0), v = w.size(0);
   if (h.is_cpu()) check_target_range(op, t, ignore_index, v);
-  const int64_t chunk = std::min(chunk_size > 0 ? chunk_size : liger_chunk(n, h.size(1), v), std::max<int64_t>(n, 1));
+  const int64_t chunk = std::min(chunk_size > 0 ? chunk_size : tc_fused_linear_cross_entropy_chunk(n, h.size(1), v),
+                                 std::max<int64_t>(n, 1));
   const auto acc = h.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 
   at::Tensor row_loss = at::empty({n}, h.options().dtype(acc));

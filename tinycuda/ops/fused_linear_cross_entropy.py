@@ -40,7 +40,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     """Loss of F.cross_entropy(hidden @ weight.T + bias, target, ...).
 
     hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
-    chunk_size: tokens per chunk; 0 picks Liger's next_pow2(ceil(N / ceil(V / H))).
+    chunk_size: tokens per chunk; 0 picks Liger's next_pow2(ceil(N / ceil(V / H))), but at least
+    512 (tc_fused_linear_cross_entropy_chunk in cross_entropy.h says why).
     accum_dtype: grad_weight's accumulator, None (the weight's dtype) or torch.float32.
     softcap, lse_square_scale, return_z_loss: as tinycuda.cross_entropy's ((loss, z_loss) with the last).
     ce_weight: class weights [V] (tinycuda.cross_entropy's weight), no gradient.
