@@ -5,9 +5,10 @@
 // (~10 FLOPs an element), so the goal is copy bandwidth: 3.0 TB/s on an H100.
 //
 // Two kernels a direction, chosen by the launcher (or tc_softmax_algo):
-//  REGISTERS  the row lives in registers: WIDTH threads a row (32..256, the
+//  REGISTERS  the row lives in registers: WIDTH threads a row (8..256, the
 //             fewest that hold it in 4 16-byte vectors a thread; 512 threads of
-//             8 vectors beyond), 256 / WIDTH rows a block. Each thread issues
+//             8 vectors beyond), 256 / WIDTH rows a block (rows of 256 bf16: 8
+//             threads, 4 rows a warp, their reductions 3 shuffles deep). Each thread issues
 //             its loads before using any, and at most 64 registers keep 1024
 //             threads an SM resident: 64 KB in flight an SM, ~3x what Little's
 //             law asks at 3 TB/s and ~1 us of latency. max, then
@@ -265,6 +266,8 @@ tc_status launch_registers(const char* op, int64_t rows, int64_t cols, int block
   using Eight = std::integral_constant<int, 8>;
   using W512 = std::integral_constant<int, 512>;
   const int64_t nvec = cols / Vec<T>::size;
+  if (nvec <= 8 * 4) return go(std::integral_constant<int, 8>{}, Four{}, I{});
+  if (nvec <= 16 * 4) return go(std::integral_constant<int, 16>{}, Four{}, I{});
   if (nvec <= 32 * 4) return go(std::integral_constant<int, 32>{}, Four{}, I{});
   if (nvec <= 64 * 4) return go(std::integral_constant<int, 64>{}, Four{}, I{});
   if (nvec <= 128 * 4) return go(std::integral_constant<int, 128>{}, Four{}, I{});

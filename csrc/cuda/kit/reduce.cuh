@@ -1,6 +1,6 @@
 // The reductions of every kernel, from one warp's butterfly up:
 //   warp_reduce     32 lanes, xor butterfly: every lane ends with the same bits
-//   row_reduce      a row of WIDTH threads (32..256, compile-time): warp
+//   row_reduce      a row of WIDTH threads (8..256, compile-time): warp
 //                   partials through shared memory, each thread folds them in
 //                   order (softmax)
 //   block_reduce    a block of up to 32 warps: warp 0 butterflies the warp
@@ -35,10 +35,13 @@ __device__ __forceinline__ std::enable_if_t<std::is_arithmetic_v<V>, V> shfl_xor
   return __shfl_xor_sync(0xffffffffu, v, lane_mask);
 }
 
-template <class V, class Op>
+// WIDTH < 32: each aligned group of WIDTH lanes reduces on its own (rows
+// packed several to a warp).
+template <int WIDTH = 32, class V, class Op>
 __device__ __forceinline__ V warp_reduce(V v, Op op) {
+  static_assert(WIDTH >= 1 && WIDTH <= 32 && (WIDTH & (WIDTH - 1)) == 0, "WIDTH: a power of two up to 32");
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, shfl_xor(v, o));
+  for (int o = WIDTH / 2; o > 0; o >>= 1) v = op(v, shfl_xor(v, o));
   return v;
 }
 
@@ -49,7 +52,7 @@ __device__ __forceinline__ V warp_reduce(V v, Op op) {
 // the row's first warp.
 template <int WIDTH, int BLOCK = 0, class V, class Op>
 __device__ __forceinline__ V row_reduce(V v, Op op, V* scratch) {
-  v = warp_reduce(v, op);
+  v = warp_reduce<WIDTH < 32 ? WIDTH : 32>(v, op);
   if constexpr (WIDTH > 32) {
     constexpr int kWarps = WIDTH / 32;
     const int warp = threadIdx.x / 32, first = BLOCK == WIDTH ? 0 : warp / kWarps * kWarps;
