@@ -11,7 +11,7 @@
 //             grad_x = rstd * (wg - sum(wg) / n - xhat * sum(wg * xhat) / n)  (rms: no sum(wg))
 //             grad_w = sum over rows of grad_y * xhat,  grad_b = sum over rows of grad_y
 //
-// Launch shape. A row group of `width` threads (a power of 2, 32..512) owns
+// Launch shape. A row group of `width` threads (a power of 2, 8..512) owns
 // a row; each thread holds VPT chunks of VEC elements of it in registers:
 // 16-byte vectors (8 fp16/bf16, 4 fp32, 2 fp64), or single elements when cols
 // is not a multiple of 16 bytes or a pointer is misaligned. A thread holds 16
@@ -246,10 +246,11 @@ norm_forward_kernel(FwdArgs<T> a, int width) {
   const A inv_n = a.cols ? A(1) / A(a.cols) : A(0);
   int slot = 0;
   ClusterSync<CLUSTER> sync;
-  // r0 depends only on the group (and cluster): the loop is uniform over a
-  // group's warps and a cluster's blocks
-  for (int64_t r0 = (C::id() * groups + threadIdx.x / width) * kRows; r0 < a.rows;
-       r0 += C::count() * groups * kRows) {
+  // the loop is uniform over the block (and a cluster's blocks): groups
+  // narrower than a warp shuffle together, so a group past the last row
+  // still takes part (valid() keeps it from loading or storing)
+  for (int64_t base = C::id() * groups * kRows; base < a.rows; base += C::count() * groups * kRows) {
+    const int64_t r0 = base + threadIdx.x / width * kRows;
     P xv[kRows][VPT];
 #pragma unroll
     for (int u = 0; u < kRows; ++u)
@@ -515,9 +516,12 @@ norm_backward_loop_kernel(BwdArgs<T> a, int) {
 // ---------------------------------------------------------------------------
 // launchers
 
-// The fewest threads (a power of 2, 32..kBlock) that hold `chunks` in VPT each.
+// The fewest threads (a power of 2, 8..kBlock) that hold `chunks` in VPT each:
+// rows of 256 bf16 take 16 threads, two rows a warp (32 threads, each with
+// one of its two vectors empty, left the forward issue-bound: 2.62 TB/s for
+// rms_norm against compile's 2.95, BENCHMARKS step 1).
 inline int width_for(int64_t chunks, int vpt) {
-  int w = 32;
+  int w = 8;
   while (w < kBlock && int64_t(w) * vpt < chunks) w *= 2;
   return w;
 }

@@ -94,8 +94,9 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Sums each of v[N] over the `width` threads (32..32 * W, a power of 2) of
-// this thread's row group; all of them get the totals (the same bits: every
+// Sums each of v[N] over the `width` threads (8..32 * W, a power of 2) of
+// this thread's row group (every thread of a warp calls it: groups narrower
+// than a warp reduce side by side); all of them get the totals (the same bits: every
 // thread adds in the same order). Across warps: one partial per warp in
 // shared memory, then a barrier for this group alone (id 1 + group; 0 is
 // __syncthreads), or __syncthreads when the caller's loop is uniform over the
@@ -105,9 +106,17 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 template <int N, int W, class A>
 __device__ __forceinline__ void group_sum(A (&v)[N], int width, A (&scratch)[2][W][N], int& slot,
                                           bool whole_block = false) {
+  // A group narrower than a warp adds only the partners inside it: the same five
+  // shuffles, each add predicated (a separate loop for narrow groups took the
+  // cluster kernels, where width is the block, from 24 to 48 bytes of spills)
 #pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = warp_reduce(v[i], Sum{});
-  if (width == 32) return;
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const A t = shfl_xor(v[i], o);
+      if (o < width) v[i] += t;
+    }
+  if (width <= 32) return;
   const int warp = threadIdx.x / 32, first = warp & ~(width / 32 - 1);
   if (threadIdx.x % 32 == 0)
 #pragma unroll
