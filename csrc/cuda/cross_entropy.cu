@@ -116,8 +116,8 @@ struct RowStats {
 };
 
 template <class A>
-__device__ __forceinline__ RowStats<A> shfl_xor(RowStats<A> v, int lane_mask) {
-  return {::shfl_xor(v.ms, lane_mask), ::shfl_xor(v.sum_x, lane_mask)};  // the kit's overloads
+__device__ __forceinline__ RowStats<A> shfl_xor(RowStats<A> v, int lane_mask, unsigned members = 0xffffffffu) {
+  return {::shfl_xor(v.ms, lane_mask, members), ::shfl_xor(v.sum_x, lane_mask, members)};  // the kit's overloads
 }
 
 struct MergeStats {

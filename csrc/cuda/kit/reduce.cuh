@@ -30,18 +30,32 @@ struct Max {  // fmax skips NaN: callers that must see it check separately
   template <class V> __device__ __forceinline__ V operator()(V a, V b) const { return fmax(a, b); }
 };
 
+// `members`: the lanes taking part (all of them must make this call).
 template <class V>
-__device__ __forceinline__ std::enable_if_t<std::is_arithmetic_v<V>, V> shfl_xor(V v, int lane_mask) {
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+__device__ __forceinline__ std::enable_if_t<std::is_arithmetic_v<V>, V> shfl_xor(V v, int lane_mask,
+                                                                                  unsigned members = 0xffffffffu) {
+  return __shfl_xor_sync(members, v, lane_mask);
+}
+
+// The lanes of this thread's aligned group of WIDTH (a power of two up to 32).
+template <int WIDTH>
+__device__ __forceinline__ unsigned group_lanes() {
+  if constexpr (WIDTH == 32) {
+    return 0xffffffffu;
+  } else {
+    return ((1u << WIDTH) - 1) << (threadIdx.x % 32 / WIDTH * WIDTH);
+  }
 }
 
 // WIDTH < 32: each aligned group of WIDTH lanes reduces on its own (rows
-// packed several to a warp).
+// packed several to a warp), its shuffles naming its lanes alone, so groups
+// of one warp may take different branches (cross_entropy's ignored rows).
 template <int WIDTH = 32, class V, class Op>
 __device__ __forceinline__ V warp_reduce(V v, Op op) {
   static_assert(WIDTH >= 1 && WIDTH <= 32 && (WIDTH & (WIDTH - 1)) == 0, "WIDTH: a power of two up to 32");
+  const unsigned members = group_lanes<WIDTH>();
 #pragma unroll
-  for (int o = WIDTH / 2; o > 0; o >>= 1) v = op(v, shfl_xor(v, o));
+  for (int o = WIDTH / 2; o > 0; o >>= 1) v = op(v, shfl_xor(v, o, members));
   return v;
 }
 
@@ -144,8 +158,8 @@ struct MaxSum {
 };
 
 template <class A>
-__device__ __forceinline__ MaxSum<A> shfl_xor(MaxSum<A> v, int lane_mask) {
-  return {shfl_xor(v.m, lane_mask), shfl_xor(v.s, lane_mask)};
+__device__ __forceinline__ MaxSum<A> shfl_xor(MaxSum<A> v, int lane_mask, unsigned members = 0xffffffffu) {
+  return {shfl_xor(v.m, lane_mask, members), shfl_xor(v.s, lane_mask, members)};
 }
 
 struct OnlineMerge {
