@@ -251,6 +251,23 @@ def test_fused_linear_cross_entropy_ce_weight_matches_the_torch_op(device, dtype
         assert_matches(o.to(device), t, r.to(device), grad=i in (1, 2, 3), rtol32=1e-5, atol32=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_fused_linear_cross_entropy_token_accuracy_matches_the_torch_op(device, reduction):
+    """return_token_accuracy: each chunk's row_correct, reduced over the batch's count of rows not ignored, the
+    same float32 values in both doors, after the z terms; NaN when every row is ignored."""
+    hidden, weight, target, b = _flce_inputs(37, 19, 23, torch.float32, device, True)
+    target[::3] = F.linear(hidden, weight, b)[::3].argmax(-1)  # some right rows, clear of ties
+    args = (hidden, weight, target, b, -100, reduction, 0.0, False, 8, None, 0.0, 1e-2, True, None, None, True)
+    *_, z, acc = capi.fused_linear_cross_entropy(*map(_to_capi, args))
+    torch_op = T.fused_linear_cross_entropy(*args)
+    _same(acc, torch_op[5])
+    loss, acc = capi.fused_linear_cross_entropy(*map(_to_capi, (hidden, weight, torch.full_like(target, -100))),
+                                                reduction=reduction, return_token_accuracy=True)
+    acc = _torch(acc).cpu()
+    assert acc.isnan().all() if reduction != "none" else not acc.any()
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_linear_cross_entropy_accum_dtype_float32(device, dtype):

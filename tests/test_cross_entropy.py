@@ -75,7 +75,7 @@ def test_cross_entropy_out_of_range_target_cuda_raises(target, reduction):
 def test_cross_entropy_backward_scales_in_place_and_skips_ones(device, dtype):
     x = torch.randn(6, 1031, device=device, dtype=dtype)
     t = targets(6, 1031, device)
-    _, grad, _ = OP.cross_entropy(x, t, -100, "none", 0.0, True)
+    _, grad, *_ = OP.cross_entropy(x, t, -100, "none", 0.0, True)
     ref = grad.clone()
     OP.cross_entropy_backward(grad, torch.ones(6, device=device, dtype=dtype))
     assert torch.equal(grad, ref)  # exactly 1: untouched
@@ -91,7 +91,7 @@ def test_cross_entropy_forward_gradient_is_the_mean_gradient(device):
     x = torch.randn(7, 40, device=device, dtype=torch.float64, requires_grad=True)
     t = targets(7, 40, device, ignored=(2, 5))
     for reduction in ("mean", "sum", "none"):
-        _, grad, _ = OP.cross_entropy(x.detach(), t, -100, reduction, 0.3, True)
+        _, grad, *_ = OP.cross_entropy(x.detach(), t, -100, reduction, 0.3, True)
         ref = F.cross_entropy(x, t, reduction=reduction, label_smoothing=0.3)
         torch.testing.assert_close(grad, torch.autograd.grad(ref.sum(), x)[0])
 
@@ -102,7 +102,7 @@ def test_cross_entropy_no_grad_outputs():
     with torch.no_grad():
         loss = tinycuda.cross_entropy(x, t)
     assert loss.grad_fn is None
-    loss, grad, _ = OP.cross_entropy(x.detach(), t)
+    loss, grad, *_ = OP.cross_entropy(x.detach(), t)
     assert grad.shape == (0,)
 
 
@@ -299,3 +299,119 @@ def test_cross_entropy_fake_weight_on_another_device():
     with FakeTensorMode() as m, pytest.raises(RuntimeError, match=r"tinycuda::cross_entropy: weight is on cuda"):
         OP.cross_entropy(m.from_tensor(torch.randn(3, 5)), m.from_tensor(torch.tensor([0, 4, 2])),
                          weight=torch.ones(5, device="cuda"))
+
+
+# ---------------------------------------------------------------------------
+# token accuracy (return_token_accuracy, Liger-Kernel's): cross_entropy.h
+
+def _accuracy_ref(x, t, reduction, ignore_index=-100):
+    valid = t != ignore_index
+    correct = ((x.argmax(-1) == t) & valid).float()
+    return correct if reduction == "none" else correct.sum() / valid.sum()
+
+
+def _accuracy_cases(device, dtype, cols):
+    """Rows of every kind at one width: ties (the first index wins), NaN (the largest: the first NaN wins),
+    all -inf (index 0), +inf, an ignored row, right and wrong rows; softcap-saturated neighbours."""
+    x = torch.randn(12, cols, device=device).to(dtype)
+    t = torch.randint(0, cols, (12,), device=device)
+    last, mid = cols - 1, cols // 2
+    top = x.amax(-1) + 1
+    x[0, mid] = x[0, last] = top[0]
+    t[0] = mid                                   # tie: the first is the argmax, right
+    x[1, 0] = x[1, last] = top[1]
+    t[1] = last                                  # tie: the later index, wrong
+    x[2, mid] = x[2, last] = math.nan
+    t[2] = mid                                   # the first NaN, right
+    x[3, mid] = x[3, last] = math.nan
+    t[3] = last                                  # the second NaN, wrong
+    x[4] = -math.inf
+    t[4] = 0                                     # all -inf: torch's argmax is 0
+    x[5, last] = math.inf
+    t[5] = last
+    t[6] = -100                                  # ignored, whatever its argmax
+    t[7:10] = x[7:10].argmax(-1)                 # right
+    x[10, last], x[10, 0] = 300, 200             # both saturate under softcap 1 in float: raw logits decide
+    t[10] = last
+    return x, t
+
+
+@pytest.mark.parametrize("cols", [1, 7, 1030, 8195], ids=lambda c: f"V{c}")
+def test_cross_entropy_token_accuracy_edge_cases(device, dtype, cols):
+    """Per row ('none') and the fraction ('mean' and 'sum' alike) against torch's argmax, on each CUDA width
+    (a warp, 256 threads, 1024) and with odd row lengths (rows start unaligned); with softcap, z-loss and
+    class weights the accuracy is the same; the loss is what it is without the option."""
+    x, t = _accuracy_cases(device, dtype, cols)
+    if cols == 1:
+        t = t.clamp(max=0).masked_fill(torch.arange(12, device=device) == 6, -100)
+    w = (torch.rand(cols, device=device) + 0.5).to(dtype)
+    for kw in ({}, {"softcap": 1.0, "lse_square_scale": 1e-3}, {"weight": w, "label_smoothing": 0.1}):
+        for reduction in ("none", "mean", "sum"):
+            loss, acc = tinycuda.cross_entropy(x, t, reduction=reduction, return_token_accuracy=True, **kw)
+            assert acc.dtype == torch.float32 and not acc.requires_grad
+            assert torch.equal(acc, _accuracy_ref(x, t, reduction)), (kw, reduction, acc)
+            torch.testing.assert_close(loss, tinycuda.cross_entropy(x, t, reduction=reduction, **kw), equal_nan=True)
+    # the gradient from the same pass is the one without the option
+    xg = x.nan_to_num(0.0, 0.0, 0.0).requires_grad_()
+    loss, acc = tinycuda.cross_entropy(xg, t, return_token_accuracy=True, softcap=2.0)
+    ref = tinycuda.cross_entropy(xg, t, softcap=2.0)
+    torch.testing.assert_close(torch.autograd.grad(loss, xg)[0], torch.autograd.grad(ref, xg)[0])
+
+
+@pytest.mark.parametrize("rows", [5, 0])
+def test_cross_entropy_token_accuracy_all_ignored(device, rows):
+    """No row counts: 0 / 0 = NaN for 'mean' and 'sum' (torch's mean of nothing), zeros (or nothing) for 'none';
+    with return_z_loss the accuracy comes last."""
+    x, t = torch.randn(rows, 6, device=device), torch.full((rows,), -100, device=device)
+    for reduction in ("mean", "sum"):
+        assert tinycuda.cross_entropy(x, t, reduction=reduction, return_token_accuracy=True)[1].isnan()
+    loss, z, acc = tinycuda.cross_entropy(x, t, reduction="none", return_token_accuracy=True, return_z_loss=True,
+                                          lse_square_scale=1e-2)
+    assert torch.equal(acc, torch.zeros(rows, device=device)) and z.shape == acc.shape == loss.shape
+
+
+def test_cross_entropy_token_accuracy_return_values():
+    """The loss alone without the option (unchanged); then (loss, token_accuracy), (loss, z_loss, token_accuracy);
+    1-D logits give a 0-dim accuracy for 'none'; no gradient reaches it."""
+    x, t = torch.randn(6, 5, requires_grad=True), torch.tensor([0, 1, -100, 3, 4, 0])
+    assert isinstance(tinycuda.cross_entropy(x, t), torch.Tensor)
+    assert len(tinycuda.cross_entropy(x, t, return_z_loss=True)) == 2
+    loss, acc = tinycuda.cross_entropy(x, t, return_token_accuracy=True)
+    loss.backward()
+    loss, z, acc = tinycuda.cross_entropy(x.detach(), t, return_z_loss=True, return_token_accuracy=True,
+                                          lse_square_scale=1e-2)
+    assert acc.shape == () and acc.item() == _accuracy_ref(x, t, "mean").item()
+    one = tinycuda.cross_entropy(x[0].detach(), x[0].argmax(), reduction="none", return_token_accuracy=True)[1]
+    assert one.shape == () and one.item() == 1.0
+
+
+@pytest.mark.compile
+def test_cross_entropy_token_accuracy_compiles_fullgraph():
+    """Both ops with the option trace without a graph break (the fakes give float32 accuracies) and the
+    compiled call returns the same values and gradients."""
+    def f(x, t, h, w):
+        loss, acc = tinycuda.cross_entropy(x, t, return_token_accuracy=True)
+        floss, fz, facc = tinycuda.fused_linear_cross_entropy(h, w, t, reduction="sum", chunk_size=2,
+                                                              lse_square_scale=1e-2, return_z_loss=True,
+                                                              return_token_accuracy=True)
+        return loss + floss, acc, fz, facc
+    x, t = torch.randn(5, 9, requires_grad=True), targets(5, 9, "cpu")
+    h, w = torch.randn(5, 4, requires_grad=True), torch.randn(9, 4, requires_grad=True)
+    check_compiled(f, (x, t, h, w), wrt=[x, h, w])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_fused_linear_cross_entropy_token_accuracy(device, reduction):
+    """Chunks that split the batch: each chunk's rows' 1 / 0, reduced over the whole batch's count."""
+    h, w = torch.randn(23, 8, device=device), torch.randn(11, 8, device=device)
+    logits = h @ w.T
+    t = targets(23, 11, device, ignored=(1, 5, 6))
+    t[::2] = logits[::2].argmax(-1)
+    t[4] = -100
+    for chunk in (0, 4, 7):
+        loss, acc = tinycuda.fused_linear_cross_entropy(h, w, t, reduction=reduction, chunk_size=chunk,
+                                                        return_token_accuracy=True)
+        assert torch.equal(acc, _accuracy_ref(logits, t, reduction)), chunk
+    t[:] = -100
+    acc = tinycuda.fused_linear_cross_entropy(h, w, t, reduction=reduction, return_token_accuracy=True)[1]
+    assert acc.isnan() if reduction != "none" else torch.equal(acc, torch.zeros(23, device=device))

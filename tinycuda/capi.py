@@ -1623,8 +1623,9 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stre
 # cross_entropy, fused_linear_cross_entropy
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False,
-                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, weight=None, *, out=None, n_valid=None,
-                  row_loss=None, z_out=None, target_weight_sum=None, row_z=None, stream=None):
+                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, weight=None, return_token_accuracy=False, *,
+                  out=None, n_valid=None, row_loss=None, z_out=None, target_weight_sum=None, row_z=None,
+                  accuracy_out=None, row_correct=None, stream=None):
     """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
     compute_grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
     then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
@@ -1632,7 +1633,11 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     (z-loss) as cross_entropy.h; return_z_loss: the z terms alone, reduced as the loss, after the others
     ((loss, grad or None, z_loss), into z_out if given). weight: class weights [V] of logits' dtype ('mean' then
     divides by W, the sum of weight[target] over rows not ignored; given as target_weight_sum (0-dim, _acc's dtype)
-    by chunked callers; row_z ([N], _acc's dtype) receives each row's z term). A target outside [0, V) other than
+    by chunked callers; row_z ([N], _acc's dtype) receives each row's z term). return_token_accuracy: the
+    token accuracy (float32: 'none' a 1 or 0 per row, 'mean' and 'sum' the fraction of rows not ignored whose
+    argmax is the target, NaN when there is none; cross_entropy.h), into accuracy_out if given, returned as
+    (loss, grad or None, z_loss or None, token_accuracy); row_correct ([N], float32) receives each row's 1 / 0
+    (for chunked callers; n_valid, if given, is then the divisor). A target outside [0, V) other than
     ignore_index: CapiError on the CPU, a device-side assert on CUDA."""
     op = "cross_entropy"
     v = _check(op, {"logits": logits, "weight": weight})["logits"]
@@ -1651,10 +1656,15 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     tw = target_weight_sum if target_weight_sum is None else \
         _array(op, "target_weight_sum", target_weight_sum, v, (), _acc(v))[1]
     rz = row_z if row_z is None else _array(op, "row_z", row_z, v, (rows,), _acc(v))[1]
+    acc, av = _array(op, "accuracy_out", accuracy_out, v, lv.shape, "float32") if return_token_accuracy \
+        else (None, None)
+    rc = row_correct if row_correct is None else _array(op, "row_correct", row_correct, v, (rows,), "float32")[1]
     _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
           label_smoothing=float(label_smoothing), softcap=float(softcap), lse_square_scale=float(lse_square_scale),
           logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv, row_loss=rl, z_loss=zv, weight=wv,
-          target_weight_sum=tw, row_z=rz)
+          target_weight_sum=tw, row_z=rz, token_accuracy=av, row_correct=rc)
+    if return_token_accuracy:
+        return loss, g, z, acc
     if return_z_loss:
         return loss, g, z
     return loss if compute_grad is False else (loss, g)
@@ -1676,7 +1686,8 @@ def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
                                label_smoothing=0.0, compute_grad=False, chunk_size=0, accum_dtype=None, softcap=0.0,
-                               lse_square_scale=0.0, return_z_loss=False, row_scale=None, ce_weight=None):
+                               lse_square_scale=0.0, return_z_loss=False, row_scale=None, ce_weight=None,
+                               return_token_accuracy=False):
     """cross_entropy(hidden @ weight.T + bias, target, ...) without the [N, V]
     logits: hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
     compute_grad=True: (loss, grad_hidden, grad_weight, grad_bias (None without
@@ -1687,6 +1698,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     ce_weight: class weights [V] (cross_entropy's weight; 'mean' divides by
     the batch's sum of ce_weight[target], given to every chunk, and with
     z-loss the z terms apart by the count, as cross_entropy.h).
+    return_token_accuracy appends the token accuracy after those (float32: per
+    row for 'none', else each chunk's rows' 1 / 0 (row_correct) summed over the
+    batch's count of rows not ignored, NaN when there is none).
 
     The torch op's algorithm over this module's calls, per chunk of chunk_size
     tokens (0: tc_fused_linear_cross_entropy_chunk's): linear into one [chunk, V] buffer; cross_entropy
@@ -1751,6 +1765,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         if lse_square_scale > 0:  # each row's z term apart: MEAN divides them by n_valid, not W
             z_rows_w = _empty(op, h, (n,), acc)
     z_rows = _empty(op, h, (n,)) if return_z_loss and none else None
+    correct = _empty(op, h, (n,), "float32") if return_token_accuracy else None
     z_sum = None
     if return_z_loss and not none:
         z_sum = _empty(op, h, (), acc)
@@ -1769,7 +1784,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
                           logits if compute_grad else False, softcap, lse_square_scale, return_z_loss,
                           ce_weight, n_valid=n_valid, row_loss=row_loss[s:s + chunk],
                           z_out=None if z_rows is None else z_rows[s:s + chunk], target_weight_sum=w_valid,
-                          row_z=None if z_rows_w is None else z_rows_w[s:s + chunk])
+                          row_z=None if z_rows_w is None else z_rows_w[s:s + chunk],
+                          row_correct=None if correct is None else correct[s:s + chunk])
         if z_sum is not None:
             z_sum += z[2]
         if not compute_grad:
@@ -1794,6 +1810,10 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
                 loss = loss / (_astype(n_valid, acc) if w_valid is None else w_valid)
     loss = _astype(loss, h.dtype)
     z = () if not return_z_loss else (z_rows if none else _astype(z_sum, h.dtype),)
+    if return_token_accuracy:
+        with np.errstate(invalid="ignore", divide="ignore"):  # no valid target: NaN, as torch's mean of nothing
+            z += (correct if none else _astype(total(correct) / _astype(
+                (target != ignore_index).sum() if n_valid is None else n_valid, "float32"), "float32"),)
     if not compute_grad:
         return (loss, *z) if z else loss
     if widen:

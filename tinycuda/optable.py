@@ -2203,6 +2203,41 @@ def _cross_entropy_samples(device, dtype):
                 yield Sample(f"{_shape_id(shape)}-{red}-" + "-".join(f"{k}{v}" for k, v in kw.items()), (x, t),
                              {"reduction": red, **kw})
     yield from _weighted_cross_entropy_samples(device, dtype)
+    yield from _token_accuracy_samples(device, dtype)
+
+
+def accuracy_targets(x, ignored=(0,)):
+    """Targets for x [rows >= 4, classes] with every case of token accuracy: row 1 a tie for
+    the max whose later index is the target (wrong: argmax is the first), row 2 a tie at its
+    target's index first (right), row 3 and every other odd row right, the rest random, the
+    rows `ignored` -100. x is changed in place (the ties)."""
+    rows, classes = x.shape
+    t = torch.randint(0, classes, (rows,), device=x.device)
+    top = x.amax(-1) + 1
+    for r, (first, later) in ((1, (0, classes - 1)), (2, (classes // 2, classes - 1))):
+        x[r, first] = x[r, later] = top[r]
+        t[r] = later if r == 1 else first
+    t[3::2] = x[3::2].argmax(-1)
+    t[list(ignored)] = -100
+    return t
+
+
+def _token_accuracy_samples(device, dtype):
+    """return_token_accuracy (Liger-Kernel's): ties, ignored rows, every reduction, with
+    softcap and z-loss, with class weights; 1-D logits."""
+    for shape in ((9, 7), (4, 4097)):
+        x = randn(shape, device, dtype, 3)
+        t = accuracy_targets(x)
+        for red in REDUCTIONS:
+            for kw in ({}, {"softcap": 3.0, "lse_square_scale": 1e-2, "return_z_loss": True},
+                       {"weight": class_weights(shape[1], device, dtype), "label_smoothing": 0.1}):
+                name = "-".join(f"{k}{v}" for k, v in kw.items() if k != "weight") + ("-weight" if kw else "")
+                yield Sample(f"{_shape_id(shape)}-{red}-token_accuracy{'-' + name if kw else ''}", (x, t),
+                             {"reduction": red, "return_token_accuracy": True, **kw})
+    x = randn(11, device, dtype, 3)
+    for red in ("mean", "none"):
+        yield Sample(f"11-one_dim-{red}-token_accuracy", (x, x.argmax()), {"reduction": red,
+                                                                           "return_token_accuracy": True})
 
 
 def class_weights(classes, device, dtype, zero=()):
@@ -2244,9 +2279,14 @@ def _weighted_cross_entropy_samples(device, dtype):
 
 
 def _cross_entropy_ref(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, softcap=None,
-                       lse_square_scale=0.0, return_z_loss=False, weight=None):
+                       lse_square_scale=0.0, return_z_loss=False, weight=None, return_token_accuracy=False):
     """F.cross_entropy, or with softcap and z-loss as Liger-Kernel computes them (cross_entropy.h): with
-    class weights the z terms are not weighted, and 'mean' divides them by the count of rows not ignored."""
+    class weights the z terms are not weighted, and 'mean' divides them by the count of rows not ignored.
+    return_token_accuracy: then (loss, [z_loss,] token_accuracy), token_accuracy_ref's."""
+    if return_token_accuracy:
+        loss = _cross_entropy_ref(logits, target, ignore_index, reduction, label_smoothing, softcap,
+                                  lse_square_scale, return_z_loss, weight)
+        return (*outputs(loss), token_accuracy_ref(logits, target, ignore_index, reduction))
     weight = weight if weight is None else weight.to(logits.dtype)  # the float64 reference: weights upcast too
     kw = dict(ignore_index=ignore_index, label_smoothing=label_smoothing, weight=weight)
     if not softcap and not lse_square_scale and not return_z_loss:
@@ -2266,6 +2306,14 @@ def _cross_entropy_ref(logits, target, ignore_index=-100, reduction="mean", labe
         z = z.sum() / div
     loss, z = loss.to(logits.dtype), z.to(logits.dtype)
     return (loss, z.detach()) if return_z_loss else loss  # z_loss is for logging: no gradient of its own
+
+
+def token_accuracy_ref(logits, target, ignore_index=-100, reduction="mean"):
+    """Liger-Kernel's token accuracy, in float32: per row for 'none' ((argmax == target), 0 where ignored),
+    else (logits.argmax(-1) == target)[target != ignore_index].float().mean() (NaN when all are ignored)."""
+    valid = target != ignore_index
+    correct = ((logits.argmax(-1) == target) & valid).float()
+    return correct if reduction == "none" else correct.sum() / valid.sum()
 
 
 def _cross_entropy_errors():
@@ -2366,6 +2414,13 @@ def _flce_samples(device, dtype):
     yield Sample("21-16-130-strided-ignore7-ce_weight", (view(hid, "strided"), w, t),
                  {"ignore_index": 7, "label_smoothing": 0.2, "chunk_size": 4,
                   "ce_weight": class_weights(130, device, dtype)})
+    # token accuracy: every third row's target its argmax (right), row 1 ignored; chunks that split the batch
+    hid, w, t, b = flce_inputs(37, 24, 50, device, dtype, bias=True)
+    t[::3] = F.linear(hid.float(), w.float(), b.float())[::3].argmax(-1)
+    for kw in ({"reduction": "mean", "chunk_size": 8}, {"reduction": "none", "chunk_size": 16},
+               {"reduction": "sum", "chunk_size": 0, "lse_square_scale": 1e-2, "return_z_loss": True}):
+        yield Sample("37-24-50-token_accuracy-" + "-".join(f"{k}{v}" for k, v in kw.items()), (hid, w, t, b),
+                     {"return_token_accuracy": True, **kw})
 
 
 def _flce_ref(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,

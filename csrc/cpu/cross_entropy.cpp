@@ -1,7 +1,9 @@
 // cross_entropy on the CPU: per row one online pass for (max, sum of exp,
 // sum of logits), then one pass writing the gradient. Statistics in double
 // for every dtype (a sequential float sum over 128K classes drifts by ~1e-5
-// relative). Targets are checked before anything is written.
+// relative). Targets are checked before anything is written. Token accuracy
+// (opt-in) tracks the row's argmax in the statistics pass, a loop of its own
+// so that the plain loop stays as it was.
 #include <cmath>
 
 #include "tinycuda/cross_entropy.h"
@@ -55,12 +57,15 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
     const double scale = mean ? 1.0 / (w ? w_valid : n_valid) : 1.0, scale_z = mean ? 1.0 / n_valid : 1.0;
     const double eps = p->label_smoothing, smooth = eps / double(cols), cap = p->softcap;
     const double zs = p->lse_square_scale;
+    const bool accuracy = ce::wants_accuracy(*p);
     double total = 0, total_z = 0;
+    int64_t n_correct = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = p->target[r];
       const T* x = static_cast<const T*>(p->logits) + r * cols;
       T* g = p->grad_logits ? static_cast<T*>(p->grad_logits) + r * cols : nullptr;
       double loss = 0, z = 0;
+      bool correct = false;
       auto logit = [&](int64_t c) { return ce::capped(double(to_acc(x[c])), cap); };
       if (t == p->ignore_index) {
         if (g)
@@ -70,10 +75,20 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
         // infinite logit is NaN then, as torch's sum of w_c log p_c)
         const bool wx = w && eps > 0;
         double m = -INFINITY, s = 0, sum_x = 0;
-        for (int64_t c = 0; c < cols; ++c) {
+        auto add = [&](int64_t c) {
           const double v = logit(c);
           online_add(m, s, v);
           sum_x += wx ? double(to_acc(w[c])) * v : v;
+        };
+        if (accuracy) {  // the raw logits' argmax (cross_entropy.h), from (-inf, cols): the first element wins
+          ce::Argmax<double, int64_t> best{-INFINITY, cols};
+          for (int64_t c = 0; c < cols; ++c) {
+            best = ce::argmax_merge(best, {double(to_acc(x[c])), c});
+            add(c);
+          }
+          correct = best.i == t;
+        } else {
+          for (int64_t c = 0; c < cols; ++c) add(c);
         }
         online_finish(m, s);
         // read before the gradient loop: g may be x itself
@@ -107,6 +122,9 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
       if (p->row_loss) static_cast<A*>(p->row_loss)[r] = A(row);
       if (p->loss && p->reduction == TC_REDUCTION_NONE) static_cast<T*>(p->loss)[r] = from_acc<T>(A(row));
       total += w ? loss : row;  // with weights the z terms apart (MEAN divides them by n_valid)
+      n_correct += correct;
+      if (p->row_correct) p->row_correct[r] = correct ? 1.0f : 0.0f;
+      if (p->token_accuracy && p->reduction == TC_REDUCTION_NONE) p->token_accuracy[r] = correct ? 1.0f : 0.0f;
     }
     const double div = mean ? n_valid : 1.0;
     const double reduced = !w     ? total / div
@@ -114,6 +132,8 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
                                   : total + total_z;
     if (p->loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->loss) = from_acc<T>(A(reduced));
     if (p->z_loss && p->reduction != TC_REDUCTION_NONE) *static_cast<T*>(p->z_loss) = from_acc<T>(A(total_z / div));
+    // SUM and MEAN alike: the fraction correct (0 / 0: NaN)
+    if (ce::reduces_accuracy(*p)) *p->token_accuracy = float(double(n_correct) / n_valid);
     return TC_OK;
   });
 }

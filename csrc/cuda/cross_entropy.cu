@@ -36,6 +36,14 @@
 // eps/V w_c scale off each element. W (MEAN's divisor) and Wsum = sum_c w_c
 // come from a one-block pre-pass (with n_valid), in a fixed order.
 //
+// Token accuracy is a template flag too (ACC): those kernels also fold each
+// thread's raw logits into an (argmax value, index) candidate in pass 1 and
+// merge the row's after merge_row (a butterfly, or block_reduce into thread
+// 0), and write the row's 1 / 0; SUM/MEAN add those up in ce_reduce_kernel.
+// They are compiled with CAP = true only (ce::capped checks cap > 0 at run
+// time, so they serve softcap 0 too): half the extra instantiations, and
+// compile time, of a full set, for a per-element select in an opt-in path.
+//
 // A target outside [0, V) other than ignore_index stops the kernel with a
 // device-side assert (TC_DEVICE_REQUIRE), as torch's kernel does, before it is
 // dereferenced: no silent NaN loss. The CPU path raises, naming the row.
@@ -128,6 +136,36 @@ struct MergeStats {
     return a;
   }
 };
+
+// token accuracy's argmax candidate (cross_entropy_math.h); ce:: for the kit's ADL lookup
+}  // namespace
+namespace ce {
+template <class A>
+__device__ __forceinline__ Argmax<A, int> shfl_xor(Argmax<A, int> v, int lane_mask, unsigned members = 0xffffffffu) {
+  return {::shfl_xor(v.v, lane_mask, members), ::shfl_xor(v.i, lane_mask, members)};
+}
+}  // namespace ce
+namespace {
+
+struct MergeArgmax {
+  template <class A>
+  __device__ __forceinline__ ce::Argmax<A, int> operator()(ce::Argmax<A, int> a, ce::Argmax<A, int> b) const {
+    return ce::argmax_merge(a, b);
+  }
+};
+
+// The row's argmax in its first thread (lane 0): a butterfly, and across warps
+// block_reduce (WIDTH > 32 is the whole block; its loop is uniform).
+template <int WIDTH, class A>
+__device__ __forceinline__ int row_argmax(ce::Argmax<A, int> best) {
+  if constexpr (WIDTH > 32) {
+    __shared__ ce::Argmax<A, int> scratch[32];
+    best = block_reduce(best, MergeArgmax{}, ce::Argmax<A, int>{A(-INFINITY), INT_MAX}, scratch, WIDTH / 32);
+  } else {
+    best = warp_reduce(best, MergeArgmax{});
+  }
+  return best.i;
+}
 
 // All WIDTH threads of the row end with the row's (m, s, sum_x): a warp's
 // butterfly (every op is commutative, so all lanes end bit-identical), and
@@ -243,14 +281,17 @@ __device__ __forceinline__ A cap_slope(A xc, A cap) {
 // alignment (checked by the launcher; VEC = 1 otherwise).
 // WEIGHTED: class weights (weight [cols]; w_div: MEAN's W, NULL: scale 1;
 // wsum: sum_c w_c), n_valid then only divides the z terms.
-template <class T, int WIDTH, int VEC, bool CAP, bool WEIGHTED>
+// ACC: token accuracy, each row's 1 / 0 into row_correct and correct_rows
+// (either may be NULL; the plain kernels never touch them).
+template <class T, int WIDTH, int VEC, bool CAP, bool WEIGHTED, bool ACC>
 __global__ void __launch_bounds__(WIDTH < 256 ? 256 : WIDTH)
 ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, int64_t rows,
                   int cols, int64_t ignore_index, acc_t<T> eps, acc_t<T> cap, acc_t<T> zs,
                   const int64_t* __restrict__ n_valid, acc_t<T>* __restrict__ row_loss,
                   T* __restrict__ loss_rows, acc_t<T>* __restrict__ row_z, T* __restrict__ z_rows,
                   const T* __restrict__ weight, const acc_t<T>* __restrict__ w_div,
-                  const acc_t<T>* __restrict__ wsum_p) {
+                  const acc_t<T>* __restrict__ wsum_p, float* __restrict__ row_correct,
+                  float* __restrict__ correct_rows) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
   __shared__ RowStats<A> scratch[32];
@@ -278,6 +319,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
     const T* xv = x + head;
     T* gv = g ? g + head : nullptr;
     A loss, z = 0;
+    [[maybe_unused]] bool correct = false;
     TC_DEVICE_REQUIRE(t64 == ignore_index || (t64 >= 0 && t64 < cols),
                       "tinycuda::cross_entropy: a target is out of range [0, classes) and not ignore_index");
     if (t64 == ignore_index) {
@@ -298,6 +340,20 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       // pass 1: statistics
       A m = -INFINITY, s = 0, sum_x = 0;
       const A xt = capped<CAP>(A(to_acc(x[t])), cap);  // before merge_row's barrier: g may be x
+      // ACC: the raw logits' argmax (cross_entropy.h). A thread sees its elements in increasing
+      // order (head, vectors, then tail, after the loop), so a strictly larger value (beats_max) is
+      // the whole test, from (-inf, the index of its first element): the first of equals stays, -inf
+      // ones included. A thread with no element starts (and stays) at INT_MAX, which any loses to.
+      [[maybe_unused]] ce::Argmax<A, int> best{A(-INFINITY), lane < head          ? lane
+                                                             : lane < nvec        ? head + lane * VEC
+                                                             : lane < cols - tail ? tail + lane
+                                                                                  : INT_MAX};
+      [[maybe_unused]] auto see = [&](A v, int c) {
+        if (beats_max(v, best.v)) best = {v, c};
+      };
+      if constexpr (ACC) {
+        if (lane < head) see(A(to_acc(x[lane])), lane);
+      }
       if constexpr (WEIGHTED) {
         if (lane < head) {
           const A v = capped<CAP>(A(to_acc(x[lane])), cap);
@@ -321,6 +377,11 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
           if (i + u * WIDTH >= nvec) break;
           A a[VEC];
           v[u].unpack(a);
+          if constexpr (ACC) {
+            const int c0 = head + (i + u * WIDTH) * VEC;
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) see(a[j], c0 + j);
+          }
           if constexpr (CAP) {
 #pragma unroll
             for (int j = 0; j < VEC; ++j) a[j] = capped<CAP>(a[j], cap);
@@ -336,7 +397,11 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
           }
         }
       }
+      if constexpr (ACC) {
+        if (lane < cols - tail) see(A(to_acc(x[tail + lane])), tail + lane);
+      }
       merge_row<WIDTH>(m, s, sum_x, scratch);
+      if constexpr (ACC) correct = row_argmax<WIDTH>(best) == t;  // (valid in lane 0, the writer)
       online_finish(m, s);
       // A NaN logit (which fmax skips) makes the row NaN. Weighted with smoothing sum_x is
       // sum w_c x_c, so a -inf logit of weight 0 trips this too: the loss is NaN as torch's,
@@ -415,6 +480,10 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       if (loss_rows) loss_rows[r] = from_acc<T>(loss);
       if (row_z) row_z[r] = z;
       if (z_rows) z_rows[r] = from_acc<T>(z);
+      if constexpr (ACC) {
+        if (row_correct) row_correct[r] = correct ? 1.0f : 0.0f;
+        if (correct_rows) correct_rows[r] = correct ? 1.0f : 0.0f;
+      }
     }
   }
 }
@@ -562,7 +631,8 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
   const bool mean = p->reduction == TC_REDUCTION_MEAN;
   char* ws = static_cast<char*>(p->workspace);
   const bool weighted = p->weight != nullptr;
-  int64_t* counted = ce::counts_n_valid(*p) ? reinterpret_cast<int64_t*>(ws) : nullptr;
+  int64_t* counted =
+      ce::counts_n_valid(*p) || ce::counts_n_valid_for_accuracy(*p) ? reinterpret_cast<int64_t*>(ws) : nullptr;
   const int64_t* n_valid = mean ? (p->n_valid ? p->n_valid : counted) : nullptr;
   if (counted && !weighted) {
     ce_count_kernel<<<1, 1024, 0, stream>>>(p->target, rows, p->ignore_index, counted);
@@ -593,22 +663,33 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
     const bool none = p->reduction == TC_REDUCTION_NONE;
     T* loss_rows = none ? static_cast<T*>(p->loss) : nullptr;
     T* z_rows = none ? static_cast<T*>(p->z_loss) : nullptr;
+    // token accuracy: per row into row_correct (the caller's, or the workspace's
+    // after the row z terms for SUM/MEAN) and, for NONE, token_accuracy itself
+    const bool accuracy = ce::wants_accuracy(*p);
+    float* row_correct = p->row_correct;
+    if (ce::row_correct_in_workspace(*p))
+      row_correct = reinterpret_cast<float*>(ws + stats + (ce::row_losses_in_workspace(*p) ? row_bytes : 0) +
+                                             (ce::row_z_in_workspace(*p) ? row_bytes : 0));
+    float* correct_rows = none ? p->token_accuracy : nullptr;
     const T* x = static_cast<const T*>(p->logits);
     T* g = static_cast<T*>(p->grad_logits);
     auto launch = [&](auto width, auto vec) -> tc_status {
       constexpr int W = decltype(width)::value, V = decltype(vec)::value;
       constexpr int threads = W < 256 ? 256 : W, rows_per_block = threads / W;
-      auto kernel = weighted ? (p->softcap > 0 ? ce_forward_kernel<T, W, V, true, true>
-                                               : ce_forward_kernel<T, W, V, false, true>)
-                             : (p->softcap > 0 ? ce_forward_kernel<T, W, V, true, false>
-                                               : ce_forward_kernel<T, W, V, false, false>);
+      auto kernel = accuracy ? (weighted ? ce_forward_kernel<T, W, V, true, true, true>
+                                         : ce_forward_kernel<T, W, V, true, false, true>)
+                    : weighted ? (p->softcap > 0 ? ce_forward_kernel<T, W, V, true, true, false>
+                                                 : ce_forward_kernel<T, W, V, false, true, false>)
+                               : (p->softcap > 0 ? ce_forward_kernel<T, W, V, true, false, false>
+                                                 : ce_forward_kernel<T, W, V, false, false, false>);
       unsigned grid = 1;
       TC_RETURN_IF_ERROR(persistent_grid(op, kernel, threads, (rows + rows_per_block - 1) / rows_per_block,
                                          rows_per_block * int64_t(cols) * int64_t(sizeof(T)), &grid));
       kernel<<<grid, threads, 0, stream>>>(x, p->target, g, rows, cols, p->ignore_index,
                                            A(p->label_smoothing), A(p->softcap), A(p->lse_square_scale),
                                            g ? n_valid : nullptr, row_loss, loss_rows, row_z, z_rows,
-                                           static_cast<const T*>(p->weight), g ? w_div : nullptr, wsum);
+                                           static_cast<const T*>(p->weight), g ? w_div : nullptr, wsum,
+                                           row_correct, correct_rows);
       return check_launch(op);
     };
     // Rows start 16-byte aligned or not (odd V); vectors need grad and logits
@@ -624,6 +705,11 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
                                         : by_width(std::integral_constant<int, 1>{}));
     }
     if (none) return TC_OK;
+    if (ce::reduces_accuracy(*p)) {  // SUM, MEAN alike: the fraction right (0 / 1 sums: exact below 2^24 rows)
+      ce_reduce_kernel<float><<<1, 1024, 0, stream>>>(row_correct, rows, p->n_valid ? p->n_valid : counted,
+                                                      p->token_accuracy);
+      TC_RETURN_IF_ERROR(check_launch(op));
+    }
     if (p->loss && weighted && mean) {
       ce_reduce_weighted_kernel<T><<<1, 1024, 0, stream>>>(row_loss, ce::splits_z(*p) ? row_z : nullptr, rows,
                                                            w_div, n_valid, static_cast<T*>(p->loss));

@@ -6,6 +6,7 @@
 
 #include "tinycuda/cross_entropy.h"
 #include "internal.h"
+#include "reduce_math.h"  // beats_max: torch.argmax's order, NaN the largest
 
 namespace ce {
 
@@ -53,13 +54,41 @@ inline bool splits_z(const tc_cross_entropy_params& p) {
 inline bool row_z_in_workspace(const tc_cross_entropy_params& p) {
   return p.reduction != TC_REDUCTION_NONE && !p.row_z && (p.z_loss || splits_z(p));
 }
+// Token accuracy: the kernels write each row's 1 / 0; SUM and MEAN add them
+// up (from row_correct, or from the workspace after the row z terms) and
+// divide by n_valid, counted on the device when not given.
+inline bool wants_accuracy(const tc_cross_entropy_params& p) { return p.token_accuracy || p.row_correct; }
+inline bool reduces_accuracy(const tc_cross_entropy_params& p) {
+  return p.reduction != TC_REDUCTION_NONE && p.token_accuracy;
+}
+inline bool row_correct_in_workspace(const tc_cross_entropy_params& p) {
+  return reduces_accuracy(p) && !p.row_correct;
+}
+inline bool counts_n_valid_for_accuracy(const tc_cross_entropy_params& p) {
+  return reduces_accuracy(p) && !p.n_valid;
+}
 constexpr size_t kCountBytes = 16, kWeightedStatsBytes = 32;
 inline size_t stats_bytes(const tc_cross_entropy_params& p) {
-  return p.weight ? kWeightedStatsBytes : counts_n_valid(p) ? kCountBytes : 0;
+  return p.weight ? kWeightedStatsBytes : counts_n_valid(p) || counts_n_valid_for_accuracy(p) ? kCountBytes : 0;
 }
 inline size_t workspace_bytes(const tc_cross_entropy_params& p) {
   return stats_bytes(p) + (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
-         (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0);
+         (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
+         (row_correct_in_workspace(p) ? size_t(p.rows) * sizeof(float) : 0);
+}
+
+// Token accuracy's argmax as torch.argmax's: a (value, index) candidate, and
+// the merge of two that keeps the larger value (NaN the largest), and of
+// equal ones (or two NaNs) the lower index, so the answer does not depend on
+// the order the elements are visited in (CUDA's threads, head and tail).
+template <class A, class I>
+struct Argmax {
+  A v;
+  I i;
+};
+template <class A, class I>
+TC_HD inline Argmax<A, I> argmax_merge(Argmax<A, I> a, Argmax<A, I> b) {
+  return beats_max(b.v, a.v) || (!beats_max(a.v, b.v) && b.i < a.i) ? b : a;
 }
 
 // softcap * tanh(x / softcap), the capped logit (cap <= 0: x)

@@ -4,6 +4,9 @@
 // softcap and lse_square_scale (z-loss): cross_entropy.h; z_loss is the z
 // terms alone, reduced as the loss, when return_z_loss (else empty). weight:
 // class weights [classes] of logits' dtype, as torch's (no gradient).
+// token_accuracy, when return_token_accuracy (else empty): float32, [rows]
+// of 1 / 0 for 'none', else the fraction of rows not ignored whose argmax is
+// the target (cross_entropy.h); a metric, no gradient.
 #include <vector>
 
 #include "cross_entropy_args.h"
@@ -11,12 +14,10 @@
 namespace {
 using namespace tc_torch;
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
-                                                             int64_t ignore_index, c10::string_view reduction,
-                                                             double label_smoothing, bool compute_grad,
-                                                             double softcap, double lse_square_scale,
-                                                             bool return_z_loss,
-                                                             const c10::optional<at::Tensor>& weight) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
+    const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index, c10::string_view reduction,
+    double label_smoothing, bool compute_grad, double softcap, double lse_square_scale, bool return_z_loss,
+    const c10::optional<at::Tensor>& weight, bool return_token_accuracy) {
   const char* op = "cross_entropy";
   check_args(op, {{"logits", logits}});
   TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
@@ -33,6 +34,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& l
                                                               : std::vector<int64_t>{}, x);
   at::Tensor grad = empty_contiguous(compute_grad ? x.sizes() : at::IntArrayRef{0}, x);
   at::Tensor z = empty_contiguous(return_z_loss ? loss.sizes() : at::IntArrayRef{0}, x);
+  at::Tensor acc = at::empty(return_token_accuracy ? loss.sizes() : at::IntArrayRef{0}, x.options().dtype(at::kFloat));
   call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
                       tc_cross_entropy_params{.rows = rows, .cols = cols, .ignore_index = ignore_index,
                                               .reduction = red, .label_smoothing = label_smoothing,
@@ -41,8 +43,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy(const at::Tensor& l
                                               .loss = loss.data_ptr(),
                                               .grad_logits = compute_grad ? grad.data_ptr() : nullptr,
                                               .z_loss = return_z_loss ? z.data_ptr() : nullptr,
-                                              .weight = w.defined() ? w.const_data_ptr() : nullptr});
-  return {loss, grad, z};
+                                              .weight = w.defined() ? w.const_data_ptr() : nullptr,
+                                              .token_accuracy =
+                                                  return_token_accuracy ? acc.data_ptr<float>() : nullptr});
+  return {loss, grad, z, acc};
 }
 
 // grad_loss: 0-dim (one scale) or grad_logits' shape without its last dim.
@@ -76,7 +80,8 @@ void impls(M& m) {
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, str reduction='mean', "
         "float label_smoothing=0.0, bool compute_grad=False, float softcap=0.0, float lse_square_scale=0.0, "
-        "bool return_z_loss=False, Tensor? weight=None) -> (Tensor loss, Tensor grad_logits, Tensor z_loss)");
+        "bool return_z_loss=False, Tensor? weight=None, bool return_token_accuracy=False) -> "
+        "(Tensor loss, Tensor grad_logits, Tensor z_loss, Tensor token_accuracy)");
   m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss) -> ()");
 }
 

@@ -40,6 +40,9 @@
 // the projection's weight); MEAN then divides by the batch's W = sum of
 // ce_weight[t] over rows not ignored, given to every chunk as n_valid is (and
 // with z-loss the z terms, unweighted, still by n_valid: cross_entropy.h).
+// return_token_accuracy: each row's 1 / 0 from the core (row_correct), then
+// 'none' returns them and 'mean'/'sum' their sum over the batch's count of
+// rows not ignored (float32; NaN when there is none), as cross_entropy's.
 #include <algorithm>
 
 #include "cross_entropy_args.h"
@@ -47,12 +50,12 @@
 namespace {
 using namespace tc_torch;
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& target,
     const c10::optional<at::Tensor>& bias, int64_t ignore_index, c10::string_view reduction,
     double label_smoothing, bool compute_grad, int64_t chunk_size, c10::optional<at::ScalarType> accum_dtype,
     double softcap, double lse_square_scale, bool return_z_loss, const c10::optional<at::Tensor>& row_scale,
-    const c10::optional<at::Tensor>& ce_weight) {
+    const c10::optional<at::Tensor>& ce_weight, bool return_token_accuracy) {
   const char* op = "fused_linear_cross_entropy";
   const bool has_bias = bias.has_value() && bias->defined();
   if (has_bias)
@@ -124,6 +127,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
   at::Tensor z_rows = return_z_loss && red == TC_REDUCTION_NONE ? at::empty({n}, h.options()) : at::Tensor();
   at::Tensor z_chunk = return_z_loss && red != TC_REDUCTION_NONE ? at::empty({}, h.options()) : at::Tensor();
   at::Tensor z_sum = z_chunk.defined() ? at::zeros({}, h.options().dtype(acc)) : at::Tensor();
+  at::Tensor row_correct = return_token_accuracy ? at::empty({n}, h.options().dtype(at::kFloat)) : at::Tensor();
   at::Tensor buffer = at::empty({chunk, v}, h.options());
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
@@ -147,7 +151,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
                                                               : nullptr,
                                 .weight = weighted ? cw.const_data_ptr() : nullptr,
                                 .target_weight_sum = w_valid.defined() ? w_valid.const_data_ptr() : nullptr,
-                                .row_z = row_z.defined() ? row_z.narrow(0, s, len).data_ptr() : nullptr});
+                                .row_z = row_z.defined() ? row_z.narrow(0, s, len).data_ptr() : nullptr,
+                                .row_correct = row_correct.defined() ? row_correct.data_ptr<float>() + s : nullptr});
     if (z_sum.defined()) z_sum.add_(z_chunk);
     if (!compute_grad) continue;
     if (scaled)
@@ -179,7 +184,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_lin
   at::Tensor z_loss = z_rows.defined()  ? z_rows
                       : z_sum.defined() ? z_sum.to(h.scalar_type())
                                         : empty_contiguous(at::IntArrayRef{0}, h);
-  return {loss, grad_hidden, grad_weight, grad_bias, z_loss};
+  at::Tensor accuracy = !row_correct.defined()         ? at::empty({0}, h.options().dtype(at::kFloat))
+                        : red == TC_REDUCTION_NONE ? row_correct
+                                                   : row_correct.sum().div(mean ? n_valid : t.ne(ignore_index).sum());
+  return {loss, grad_hidden, grad_weight, grad_bias, z_loss, accuracy};
 }
 
 template <class M>
@@ -192,9 +200,9 @@ TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("fused_linear_cross_entropy(Tensor hidden, Tensor weight, Tensor target, Tensor? bias=None, "
         "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, "
         "bool compute_grad=False, int chunk_size=0, ScalarType? accum_dtype=None, float softcap=0.0, "
-        "float lse_square_scale=0.0, bool return_z_loss=False, Tensor? row_scale=None, Tensor? ce_weight=None) -> "
-        "(Tensor loss, "
-        "Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias, Tensor z_loss)");
+        "float lse_square_scale=0.0, bool return_z_loss=False, Tensor? row_scale=None, Tensor? ce_weight=None, "
+        "bool return_token_accuracy=False) -> (Tensor loss, Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias, "
+        "Tensor z_loss, Tensor token_accuracy)");
 }
 
 TC_REGISTER_IMPLS(impls)

@@ -1,6 +1,6 @@
 """cross_entropy: torch.nn.functional.cross_entropy for class-index targets
 (2-D logits [N, V], or 1-D [V] with a 0-dim target), with class weights and
-label smoothing.
+label smoothing; softcap, z-loss and token accuracy as Liger-Kernel's.
 
 The gradient comes from the forward pass itself: when gradients are needed
 the forward kernel writes d loss / d logits (for grad_loss = 1) while it
@@ -26,7 +26,7 @@ REDUCTIONS = ("mean", "sum", "none")
 
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, weight=None,
-                  softcap=None, lse_square_scale=0.0, return_z_loss=False):
+                  softcap=None, lse_square_scale=0.0, return_z_loss=False, return_token_accuracy=False):
     """F.cross_entropy(logits, target, weight=..., ignore_index=..., reduction=..., label_smoothing=...).
 
     weight: class weights [V] of logits' dtype (torch's `weight`; keyword-only
@@ -40,6 +40,19 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     term alone, reduced as the loss, for logging (no gradient of its own: it
     is part of loss). With weight, as Liger-Kernel: the z terms are not
     weighted, and 'mean' divides them by the count of rows not ignored.
+
+    return_token_accuracy (Liger-Kernel's): also the token accuracy, from the
+    same pass, float32 and without gradient: for 'mean' and 'sum' alike the
+    fraction of rows not ignored whose argmax is the target (NaN when every
+    row is ignored), for 'none' a 1 or 0 per row (0 on ignored rows). The
+    argmax is torch.argmax's over the raw logits (the first largest, NaN the
+    largest; softcap's tanh keeps the order): (logits.argmax(-1) ==
+    target)[target != ignore_index].float().mean().
+
+    Returns the loss, or with either flag a tuple: (loss, z_loss),
+    (loss, token_accuracy) or (loss, z_loss, token_accuracy), the extras in
+    that order, each only when asked for (a plain tuple: no None to skip, and
+    torch.compile traces it as is).
 
     logits [N, V] (or [V] with a 0-dim target), target int64 class indices;
     the loss has logits' dtype, computed in float32 (float64 for double).
@@ -55,12 +68,20 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
         torch._check(target.dim() == 0, lambda: "tinycuda::cross_entropy: 1-D logits need a 0-dim target")
         logits, target = logits.unsqueeze(0), target.reshape(1)
     compute_grad = torch.is_grad_enabled() and logits.requires_grad
-    loss, _, z = torch.ops.tinycuda.cross_entropy(logits, target, ignore_index, reduction, label_smoothing,
-                                                  compute_grad, float(softcap or 0.0), float(lse_square_scale),
-                                                  return_z_loss, weight)
-    if single and reduction == "none":
-        loss, z = loss.reshape(()), z.reshape(()) if return_z_loss else z
-    return (loss, z) if return_z_loss else loss
+    loss, _, z, acc = torch.ops.tinycuda.cross_entropy(logits, target, ignore_index, reduction, label_smoothing,
+                                                       compute_grad, float(softcap or 0.0), float(lse_square_scale),
+                                                       return_z_loss, weight, return_token_accuracy)
+    if single and reduction == "none":  # the per-row outputs of the one row, 0-dim
+        loss = loss.reshape(())
+        z = z.reshape(()) if return_z_loss else z
+        acc = acc.reshape(()) if return_token_accuracy else acc
+    return with_extras(loss, z if return_z_loss else None, acc if return_token_accuracy else None)
+
+
+def with_extras(loss, z_loss, token_accuracy):
+    """The public return value: the loss alone, or (loss, *the extras asked for (not None), in order)."""
+    extras = tuple(e for e in (z_loss, token_accuracy) if e is not None)
+    return (loss, *extras) if extras else loss
 
 
 def check_target(op, rows, target):
@@ -99,7 +120,7 @@ def check_reduction(op, reduction, label_smoothing, softcap=0.0, lse_square_scal
 
 @register_fake("tinycuda::cross_entropy")
 def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing,
-                        compute_grad, softcap, lse_square_scale, return_z_loss, weight):
+                        compute_grad, softcap, lse_square_scale, return_z_loss, weight, return_token_accuracy):
     torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
                  lambda: "tinycuda::cross_entropy: logits must be 2-D [rows, classes] with at least one class")
     check_target("cross_entropy", logits.shape[0], target)
@@ -107,7 +128,13 @@ def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing
     check_reduction("cross_entropy", reduction, label_smoothing, softcap, lse_square_scale)
     shape = (logits.shape[0],) if reduction == "none" else ()
     return (logits.new_empty(shape), logits.new_empty(logits.shape if compute_grad else (0,)),
-            logits.new_empty(shape if return_z_loss else (0,)))
+            logits.new_empty(shape if return_z_loss else (0,)),
+            token_accuracy_fake(logits, shape, return_token_accuracy))
+
+
+def token_accuracy_fake(like, shape, asked):
+    """token_accuracy's fake: float32 whatever the logits' dtype, empty when not asked for."""
+    return like.new_empty(shape if asked else (0,), dtype=torch.float32)
 
 
 @register_fake("tinycuda::cross_entropy_backward")
@@ -117,8 +144,8 @@ def _cross_entropy_backward_fake(grad_logits, grad_loss):
 
 
 def _setup(ctx, inputs, output):
-    _, grad, z = output
-    ctx.mark_non_differentiable(grad, z)
+    _, grad, z, acc = output
+    ctx.mark_non_differentiable(grad, z, acc)  # token accuracy is a metric
     # no zero-filled [N, V] tensor as the (unused) gradient of grad_logits:
     # materialized, it cost a 2 GB fill (0.64 ms) per backward at 8192 x 128256
     ctx.set_materialize_grads(False)
@@ -126,15 +153,15 @@ def _setup(ctx, inputs, output):
     ctx.compute_grad = inputs[5]
 
 
-def _backward(ctx, grad_loss, _grad, _z):
+def _backward(ctx, grad_loss, _grad, _z, _acc):
     if not ctx.compute_grad:
         raise RuntimeError("tinycuda::cross_entropy: the forward ran with compute_grad=False, so there is "
                            "no gradient to backpropagate (tinycuda.cross_entropy sets it when needed)")
     if grad_loss is None:  # the loss unused (grads are not materialized)
-        return (None,) * 10
+        return (None,) * 11
     (grad,) = ctx.saved_tensors
     scale_saved(grad, grad_loss)
-    return (grad,) + (None,) * 9
+    return (grad,) + (None,) * 10
 
 
 def scale_saved(grad, grad_loss):

@@ -12,7 +12,8 @@ reduction='none' cannot make its gradients in the forward (grad_weight
 sums every row, so a per-row grad_loss cannot be applied afterwards): its
 forward computes the loss only and its backward runs the chunks again with
 grad_loss scaling each row's gradient (row_scale), one more product.
-softcap and lse_square_scale (z-loss, return_z_loss) as cross_entropy's.
+softcap and lse_square_scale (z-loss, return_z_loss) and return_token_accuracy
+as cross_entropy's.
 ce_weight: cross_entropy's class weights [V] (torch's `weight`, named apart
 from the projection's weight, as Liger's ce_weight; 'mean' divides by the
 batch's sum of ce_weight[target]).
@@ -28,7 +29,8 @@ import torch
 
 from ._fake import register_fake
 
-from .cross_entropy import check_class_weight, check_reduction, check_target, scale_saved
+from .cross_entropy import (check_class_weight, check_reduction, check_target, scale_saved, token_accuracy_fake,
+                            with_extras)
 
 
 __all__ = ["fused_linear_cross_entropy"]
@@ -36,7 +38,7 @@ __all__ = ["fused_linear_cross_entropy"]
 
 def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
                                label_smoothing=0.0, chunk_size=0, accum_dtype=None, *, softcap=None,
-                               lse_square_scale=0.0, return_z_loss=False, ce_weight=None):
+                               lse_square_scale=0.0, return_z_loss=False, ce_weight=None, return_token_accuracy=False):
     """Loss of F.cross_entropy(hidden @ weight.T + bias, target, ...).
 
     hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
@@ -44,6 +46,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     512 (tc_fused_linear_cross_entropy_chunk in cross_entropy.h says why).
     accum_dtype: grad_weight's accumulator, None (the weight's dtype) or torch.float32.
     softcap, lse_square_scale, return_z_loss: as tinycuda.cross_entropy's ((loss, z_loss) with the last).
+    return_token_accuracy: as tinycuda.cross_entropy's (float32, no gradient; the fraction of rows not
+    ignored whose argmax is the target, per row for 'none'), after z_loss when both are asked for.
     ce_weight: class weights [V] (tinycuda.cross_entropy's weight), no gradient.
     """
     if ce_weight is not None and torch.is_grad_enabled() and ce_weight.requires_grad:
@@ -51,16 +55,17 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
                            "(detach it)")
     needs_grad = hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     compute_grad = torch.is_grad_enabled() and needs_grad and reduction != "none"  # 'none': in the backward
-    loss, *_, z = torch.ops.tinycuda.fused_linear_cross_entropy(
+    loss, *_, z, acc = torch.ops.tinycuda.fused_linear_cross_entropy(
         hidden, weight, target, bias, ignore_index, reduction, label_smoothing, compute_grad, chunk_size,
-        accum_dtype, float(softcap or 0.0), float(lse_square_scale), return_z_loss, None, ce_weight)
-    return (loss, z) if return_z_loss else loss
+        accum_dtype, float(softcap or 0.0), float(lse_square_scale), return_z_loss, None, ce_weight,
+        return_token_accuracy)
+    return with_extras(loss, z if return_z_loss else None, acc if return_token_accuracy else None)
 
 
 @register_fake("tinycuda::fused_linear_cross_entropy")
 def _fused_linear_cross_entropy_fake(hidden, weight, target, bias, ignore_index, reduction,
                                      label_smoothing, compute_grad, chunk_size, accum_dtype, softcap,
-                                     lse_square_scale, return_z_loss, row_scale, ce_weight):
+                                     lse_square_scale, return_z_loss, row_scale, ce_weight, return_token_accuracy):
     op = "fused_linear_cross_entropy"
     torch._check(hidden.dim() == 2, lambda: f"tinycuda::{op}: hidden must be 2-D [tokens, hidden]")
     torch._check(weight.dim() == 2 and weight.shape[1] == hidden.shape[1] and weight.shape[0] >= 1,
@@ -79,13 +84,14 @@ def _fused_linear_cross_entropy_fake(hidden, weight, target, bias, ignore_index,
     return (hidden.new_empty(shape), hidden.new_empty(hidden.shape if compute_grad else (0,)),
             weight.new_empty(weight.shape if compute_grad else (0,)),
             hidden.new_empty(bias.shape if compute_grad and bias is not None else (0,)),
-            hidden.new_empty(shape if return_z_loss else (0,)))
+            hidden.new_empty(shape if return_z_loss else (0,)),
+            token_accuracy_fake(hidden, shape, return_token_accuracy))
 
 
 # the schema's arguments after target, in order, with their defaults
 _OPTIONS = dict(bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False, chunk_size=0,
                 accum_dtype=None, softcap=0.0, lse_square_scale=0.0, return_z_loss=False, row_scale=None,
-                ce_weight=None)
+                ce_weight=None, return_token_accuracy=False)
 
 
 def _setup(ctx, inputs, output):
@@ -109,11 +115,11 @@ def _backward(ctx, grad_loss, *_):
     if ctx.recompute:  # reduction='none': the chunks again, each row's gradient scaled by its grad_loss
         hidden, weight, target, bias, ce_weight = ctx.saved_tensors
         o = {**ctx.opts, "compute_grad": True, "return_z_loss": False, "row_scale": grad_loss.contiguous(),
-             "ce_weight": ce_weight}
-        _, gh, gw, gb, _ = torch.ops.tinycuda.fused_linear_cross_entropy(
+             "ce_weight": ce_weight, "return_token_accuracy": False}
+        _, gh, gw, gb, *_ = torch.ops.tinycuda.fused_linear_cross_entropy(
             hidden, weight, target, bias, *[o[k] for k in list(_OPTIONS)[1:]])
         return (gh if need_h else None, gw if need_w else None, None, gb if need_b else None,
-                *(None,) * 11)[:n_inputs]
+                *(None,) * (len(_OPTIONS) - 1))[:n_inputs]
     if not ctx.compute_grad:
         raise RuntimeError("tinycuda::fused_linear_cross_entropy: the forward ran with compute_grad=False, so "
                            "there is no gradient to backpropagate (the functional API sets it when needed)")
@@ -123,7 +129,7 @@ def _backward(ctx, grad_loss, *_):
         if need:
             scale_saved(g, grad_loss)
         out.append(g if need else None)
-    return (*out, *(None,) * 11)[:n_inputs]
+    return (*out, *(None,) * (len(_OPTIONS) - 1))[:n_inputs]
 
 
 torch.library.register_autograd("tinycuda::fused_linear_cross_entropy", _backward, setup_context=_setup)

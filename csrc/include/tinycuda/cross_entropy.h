@@ -43,9 +43,29 @@
  * whole batch), loss may be NULL, and row_loss and row_z keep each row's loss
  * and z term in the accumulator type.
  *
+ * Token accuracy (opt-in, as Liger-Kernel's return_token_accuracy; nothing is
+ * computed while token_accuracy and row_correct are NULL): a row not ignored
+ * is correct when argmax_c x_ic == t_i, argmax as torch.argmax's: the first
+ * index of the largest logit, NaN counting as the largest. The raw logits are
+ * compared, softcap or not: tanh is increasing, so the capped logits have the
+ * same order, and the raw values keep apart logits that the rounded tanh
+ * would tie (both saturate to softcap), so the answer is torch's
+ * logits.argmax(-1) on either device (Liger-Kernel compares the capped
+ * float32 values: where they saturate into a tie, its first index wins and
+ * the two can differ). Ignored rows are never correct and do
+ * not count; class weights do not enter (Liger's). token_accuracy is
+ * reduced as the loss, always in float32:
+ * NONE: [rows], 1 or 0 per row (0 on ignored rows); SUM and MEAN alike: [1],
+ * the count of correct rows / n_valid (Liger's: a fraction for 'sum' too;
+ * 0 / 0 = NaN when every row is ignored, as torch's mean of nothing). The
+ * divisor is n_valid when given (chunked callers), else counted here.
+ * row_correct keeps the per-row 1 / 0 for chunked callers that reduce
+ * themselves. Accuracy is a metric: it has no gradient.
+ *
  * CUDA needs a workspace of tc_cross_entropy_workspace_size() bytes (the
- * n_valid count, with weights also W and Wsum, and the per-row losses and z
- * terms of SUM/MEAN); the CPU needs none. */
+ * n_valid count, with weights also W and Wsum, and the per-row losses, z
+ * terms and, for a reduced token_accuracy, correct flags of SUM/MEAN); the
+ * CPU needs none. */
 #ifndef TINYCUDA_CROSS_ENTROPY_H
 #define TINYCUDA_CROSS_ENTROPY_H
 #include "common.h"
@@ -65,8 +85,9 @@ typedef struct {
   void* loss;            /* NONE: [rows]; SUM, MEAN: [1]. NULL: not written */
   void* grad_logits;     /* [rows, cols], or NULL: not computed. May be == logits */
   const int64_t* n_valid; /* MEAN: the count of rows not ignored, the divisor
-                             (without weights; of the z terms with them); device
-                             memory for CUDA; NULL: counted here from target */
+                             (without weights; of the z terms with them); SUM and
+                             MEAN: token_accuracy's divisor; device memory for
+                             CUDA; NULL: counted here from target */
   void* row_loss;        /* NULL, or [rows] of float (double for float64): each
                             row's loss, unreduced */
   void* z_loss;          /* NULL, or the z terms alone, reduced as loss: NONE: [rows]; SUM, MEAN: [1] */
@@ -80,6 +101,14 @@ typedef struct {
   void* workspace;
   size_t workspace_bytes;
   void* stream;
+  /* Appended after stream, so that a C caller's positional initializer of the
+   * fields above still compiles and leaves these NULL (not computed). */
+  float* token_accuracy; /* NULL, or the token accuracy (float32 for every dtype):
+                            NONE: [rows], 1 where the row's argmax is its target,
+                            else 0 (0 on ignored rows); SUM, MEAN: [1], the
+                            fraction of rows not ignored that are correct */
+  float* row_correct;    /* NULL, or [rows]: each row's 1 / 0 as token_accuracy's
+                            NONE, unreduced (for chunked callers) */
 } tc_cross_entropy_params;
 
 /* grad_logits *= grad_loss in place; grad_loss is one value (per_row = 0, the
