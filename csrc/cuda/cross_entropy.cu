@@ -2,8 +2,9 @@
 // and, in the same pass, its gradient; and the backward, an in-place scale of
 // that gradient by grad_loss. The math is in cross_entropy.h.
 //
-// Forward, WIDTH threads per row (a warp up to 1024 classes, 8 rows a block;
-// 256 threads up to 8192; 1024 threads above):
+// Forward, WIDTH threads per row (8 or 16 threads for rows that fit their
+// loads in flight, 256 bf16 or 128 fp32 in 8; a warp up to 1024 classes, 8
+// rows a block; 256 threads up to 8192; 1024 threads above):
 //   pass 1  reads the row once with 16-byte loads, 4 in flight per thread,
 //           into a per-thread online (max, sum exp(x - max), sum x); the
 //           threads merge through shuffles and shared memory;
@@ -162,7 +163,7 @@ __device__ __forceinline__ int row_argmax(ce::Argmax<A, int> best) {
     __shared__ ce::Argmax<A, int> scratch[32];
     best = block_reduce(best, MergeArgmax{}, ce::Argmax<A, int>{A(-INFINITY), INT_MAX}, scratch, WIDTH / 32);
   } else {
-    best = warp_reduce(best, MergeArgmax{});
+    best = warp_reduce<WIDTH>(best, MergeArgmax{});
   }
   return best.i;
 }
@@ -171,14 +172,17 @@ __device__ __forceinline__ int row_argmax(ce::Argmax<A, int> best) {
 // butterfly (every op is commutative, so all lanes end bit-identical), and
 // across warps block_allreduce (WIDTH > 32 is the whole block). Also the
 // barrier that orders pass 1's reads before pass 2's writes (in place).
+// WIDTH < 32: rows packed several to a warp, each group's shuffles and
+// barrier naming its own lanes (its rows may be ignored while a neighbour's
+// are not, and its row loop may end first).
 template <int WIDTH, class A>
 __device__ __forceinline__ void merge_row(A& m, A& s, A& sum_x, RowStats<A>* scratch /* [32] */) {
   RowStats<A> st{{m, s}, sum_x};
   if constexpr (WIDTH > 32) {
     st = block_allreduce(st, MergeStats{}, RowStats<A>{{A(-INFINITY), A(0)}, A(0)}, scratch, WIDTH / 32);
   } else {
-    st = warp_reduce(st, MergeStats{});
-    __syncwarp();
+    st = warp_reduce<WIDTH>(st, MergeStats{});
+    __syncwarp(group_lanes<WIDTH>());
   }
   m = st.ms.m, s = st.ms.s, sum_x = st.sum_x;
 }
@@ -488,14 +492,32 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
   }
 }
 
-__global__ void __launch_bounds__(1024)
+// n_valid: many blocks, each adding its count into *n_valid (cleared first):
+// integer atomics, exact in any order. One block of 1024 threads over 524288
+// targets (rows of 256 classes) took ~200 us, a third of the forward (H100).
+__global__ void __launch_bounds__(256)
 ce_count_kernel(const int64_t* __restrict__ target, int64_t rows, int64_t ignore_index,
-                int64_t* __restrict__ n_valid) {
+                unsigned long long* __restrict__ n_valid) {
   __shared__ long long scratch[32];
   long long n = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) n += target[r] != ignore_index;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x)
+    n += target[r] != ignore_index;
   n = block_reduce(n, Sum{}, 0ll, scratch, blockDim.x / 32);
-  if (threadIdx.x == 0) *n_valid = n;
+  if (threadIdx.x == 0 && n) atomicAdd(n_valid, static_cast<unsigned long long>(n));
+}
+
+// Stage 1 of a fixed-order sum of n values: block b adds the b-th slice of
+// `per` values (thread-strided, then a fixed tree) into part[b]. Stage 2 is
+// ce_reduce_kernel (or the weighted one) over the parts.
+template <class V>
+__global__ void __launch_bounds__(256)
+ce_partials_kernel(const V* __restrict__ v, int64_t n, int64_t per, V* __restrict__ part) {
+  __shared__ V scratch[32];
+  const int64_t begin = blockIdx.x * per, end = begin + per < n ? begin + per : n;
+  V acc = 0;
+  for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) acc += v[r];
+  acc = block_reduce(acc, Sum{}, V(0), scratch, blockDim.x / 32);
+  if (threadIdx.x == 0) part[blockIdx.x] = acc;
 }
 
 // With class weights: n_valid (when asked), W = sum of w[t] over the rows not
@@ -550,7 +572,8 @@ ce_reduce_weighted_kernel(const acc_t<T>* __restrict__ row_loss, const acc_t<T>*
   if (threadIdx.x == 0) *loss = from_acc<T>(acc / *w_div + (row_z ? acc_z / A(*n_valid) : A(0)));
 }
 
-// One block, fixed order: thread k adds rows k, k + 1024, ..., then a fixed tree.
+// One block, fixed order: thread k adds rows k, k + 1024, ..., then a fixed tree
+// (past ce::kReduceParts rows, over the parts of ce_partials_kernel).
 template <class T>
 __global__ void __launch_bounds__(1024)
 ce_reduce_kernel(const acc_t<T>* __restrict__ row_loss, int64_t rows,
@@ -635,7 +658,9 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
       ce::counts_n_valid(*p) || ce::counts_n_valid_for_accuracy(*p) ? reinterpret_cast<int64_t*>(ws) : nullptr;
   const int64_t* n_valid = mean ? (p->n_valid ? p->n_valid : counted) : nullptr;
   if (counted && !weighted) {
-    ce_count_kernel<<<1, 1024, 0, stream>>>(p->target, rows, p->ignore_index, counted);
+    TC_RETURN_IF_ERROR(cuda_status(op, "clearing the count", cudaMemsetAsync(counted, 0, sizeof(int64_t), stream)));
+    ce_count_kernel<<<grid_1d(rows, 256 * 8, 1024), 256, 0, stream>>>(
+        p->target, rows, p->ignore_index, reinterpret_cast<unsigned long long*>(counted));
     TC_RETURN_IF_ERROR(check_launch(op));
   }
   const size_t stats = ce::stats_bytes(*p);
@@ -696,6 +721,11 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
     // to be misaligned alike (always so in place or for fresh buffers).
     const bool same_alignment = !g || (reinterpret_cast<uintptr_t>(g) - reinterpret_cast<uintptr_t>(x)) % 16 == 0;
     auto by_width = [&](auto vec) -> tc_status {
+      // short rows: the fewest threads (8, 16) whose kUnroll loads in flight hold the
+      // whole row, several rows a warp (a warp a row of 256 bf16 ran at 0.34 TB/s)
+      constexpr int kRowInFlight = kUnroll * decltype(vec)::value;
+      if (cols <= 8 * kRowInFlight) return launch(std::integral_constant<int, 8>{}, vec);
+      if (cols <= 16 * kRowInFlight) return launch(std::integral_constant<int, 16>{}, vec);
       if (cols <= 1024) return launch(std::integral_constant<int, 32>{}, vec);
       if (cols <= 8192) return launch(std::integral_constant<int, 256>{}, vec);
       return launch(std::integral_constant<int, 1024>{}, vec);
@@ -705,21 +735,40 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
                                         : by_width(std::integral_constant<int, 1>{}));
     }
     if (none) return TC_OK;
+    // SUM, MEAN: each sum in a fixed order; past ce::kReduceParts rows first in
+    // contiguous slices, a block each (one block over 524288 row losses took
+    // ~190 us, H100), then one block over the slices' sums
+    char* parts = ws + ce::workspace_bytes(*p) - ce::partials_bytes(*p);
+    auto sums = [&](auto* v, int half, int64_t* n) -> decltype(v) {
+      using V = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
+      if (rows <= ce::kReduceParts) return *n = rows, v;
+      const int64_t per = (rows + ce::kReduceParts - 1) / ce::kReduceParts;
+      V* part = reinterpret_cast<V*>(parts + half * ce::kReduceParts * 8);
+      *n = (rows + per - 1) / per;
+      ce_partials_kernel<V><<<unsigned(*n), 256, 0, stream>>>(v, rows, per, part);
+      return part;
+    };
+    int64_t n = 0, nz = 0;
     if (ce::reduces_accuracy(*p)) {  // SUM, MEAN alike: the fraction right (0 / 1 sums: exact below 2^24 rows)
-      ce_reduce_kernel<float><<<1, 1024, 0, stream>>>(row_correct, rows, p->n_valid ? p->n_valid : counted,
+      const float* right = sums(row_correct, 0, &n);
+      ce_reduce_kernel<float><<<1, 1024, 0, stream>>>(right, n, p->n_valid ? p->n_valid : counted,
                                                       p->token_accuracy);
       TC_RETURN_IF_ERROR(check_launch(op));
     }
     if (p->loss && weighted && mean) {
-      ce_reduce_weighted_kernel<T><<<1, 1024, 0, stream>>>(row_loss, ce::splits_z(*p) ? row_z : nullptr, rows,
-                                                           w_div, n_valid, static_cast<T*>(p->loss));
+      const A* losses = sums(row_loss, 0, &n);
+      const A* zs = ce::splits_z(*p) ? sums(row_z, 1, &nz) : nullptr;
+      // the parts of loss and z, n of each: sum (loss - z) over parts is sum loss - sum z
+      ce_reduce_weighted_kernel<T><<<1, 1024, 0, stream>>>(losses, zs, n, w_div, n_valid, static_cast<T*>(p->loss));
       TC_RETURN_IF_ERROR(check_launch(op));
     } else if (p->loss) {
-      ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_loss, rows, n_valid, static_cast<T*>(p->loss));
+      const A* losses = sums(row_loss, 0, &n);
+      ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(losses, n, n_valid, static_cast<T*>(p->loss));
       TC_RETURN_IF_ERROR(check_launch(op));
     }
     if (!p->z_loss) return TC_OK;
-    ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(row_z, rows, n_valid, static_cast<T*>(p->z_loss));
+    const A* zs = sums(row_z, 1, &nz);
+    ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(zs, nz, n_valid, static_cast<T*>(p->z_loss));
     return check_launch(op);
   });
 }

@@ -36,7 +36,8 @@ inline tc_status check(const tc_cross_entropy_backward_params* p, const char* op
 
 inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
 
-// The CUDA workspace: [the statistics block][row losses][row z terms]. The
+// The CUDA workspace: [the statistics block][row losses][row z terms][row
+// token accuracy][partial sums]. The
 // block: without weights the n_valid count (16 bytes, when counted on the
 // device); with weights always 32 bytes: n_valid (int64), W and Wsum (the
 // accumulator type), those not given counted on the device.
@@ -71,10 +72,16 @@ constexpr size_t kCountBytes = 16, kWeightedStatsBytes = 32;
 inline size_t stats_bytes(const tc_cross_entropy_params& p) {
   return p.weight ? kWeightedStatsBytes : counts_n_valid(p) || counts_n_valid_for_accuracy(p) ? kCountBytes : 0;
 }
+// Last, for SUM and MEAN on CUDA: two arrays of kReduceParts partial sums
+// (the fixed-order sums of the row values go through contiguous slices first).
+constexpr int64_t kReduceParts = 1024;
+inline size_t partials_bytes(const tc_cross_entropy_params& p) {
+  return p.reduction != TC_REDUCTION_NONE && (p.loss || p.z_loss || reduces_accuracy(p)) ? 2 * kReduceParts * 8 : 0;
+}
 inline size_t workspace_bytes(const tc_cross_entropy_params& p) {
   return stats_bytes(p) + (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
          (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
-         (row_correct_in_workspace(p) ? size_t(p.rows) * sizeof(float) : 0);
+         (row_correct_in_workspace(p) ? size_t(p.rows) * sizeof(float) : 0) + partials_bytes(p);
 }
 
 // Token accuracy's argmax as torch.argmax's: a (value, index) candidate, and
