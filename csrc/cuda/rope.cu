@@ -18,8 +18,10 @@
 // Memory-bound: reads q and k and writes them once, plus one cos and sin row
 // per token ([1, S, D] tables stay in L2). LLaMA-3 8B's shape, B 4, S 4096,
 // Hq 32, Hk 8, D 128, bf16: 2 x 168 MB + 2 MB = 338 MB, 113 us at 3.0 TB/s;
-// the backward moves the same bytes. Why this walk (scripts/rope_walks.cu,
-// H200, 4x4096x32x32 bf16 forward, us; a device copy of the bytes: 134):
+// the backward moves the same bytes: H100, 123.6 us (2.72 TB/s; a device
+// copy of the bytes 118.4, torch.compile 122.1, the walk before 164.3). Why
+// this walk (scripts/rope_walks.cu, H200, 4x4096x32x32 bf16 forward, us; a
+// device copy of the bytes: 134):
 //   a block a token, every head of it, cos/sin held across the heads: 268
 //     (74 registers; a thread's next head waits on its last store)
 //   the same with 2 or 4 heads' loads issued before any store: 146, 172
@@ -115,8 +117,9 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const tc_rope_params p, 
   // no loop in here: a grid-stride loop over tokens, heads or chunks took the
   // bf16 kernel from 40 to 80 registers (ptxas, sm_90a); the launcher
   // covers sizes past the grid's limits with more launches instead. The
-  // token's batch and the lane's head by FastDiv: a 64-bit divide is ~70
-  // instructions on the path to every thread's first load
+  // token's batch and the lane's head by FastDiv, not a 64-bit divide (~70
+  // instructions before every thread's first load; H100 time unchanged
+  // within 1% at the bench shapes, so the loads' latency hid them)
   const int64_t t = t0 + int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   const int64_t lane = lane0 + int64_t(blockIdx.y) * blockDim.x + threadIdx.x, head = chunks.div(lane);
   if (t < p.batch * p.seqlen && head < p.heads_q + p.heads_k)
