@@ -10,48 +10,10 @@
 //
 // CUDA events, the L2 flushed (a 256 MB memset) before every rep, median of 30.
 // TB/s counts the logits read once, plus the gradient written once with it.
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#include <cuda_runtime.h>
-
+#include "timing.cuh"
 #include "tinycuda/cross_entropy.h"
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e = (x);                                                             \
-    if (e != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
-
-template <class F>
-double median_us(F f, void* flush, size_t flush_bytes) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 33; ++r) {
-    CK(cudaMemsetAsync(flush, r, flush_bytes));
-    CK(cudaEventRecord(e0));
-    f();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float m;
-    CK(cudaEventElapsedTime(&m, e0, e1));
-    if (r >= 3) ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3;
-}
-
 int main() {
-  void* flush;
-  const size_t flush_bytes = 256 << 20;
-  CK(cudaMalloc(&flush, flush_bytes));
   const int64_t total = int64_t(1) << 27;
   void *x, *g, *loss, *t;
   CK(cudaMalloc(&x, total * 2));
@@ -64,8 +26,7 @@ int main() {
     CK(cudaMemcpy(x, h.data(), total * 2, cudaMemcpyHostToDevice));
   }
   std::printf("%7s %-5s %-4s %9s %7s\n", "N", "red", "grad", "us", "TB/s");
-  const double copy = median_us([&] { CK(cudaMemcpyAsync(g, x, total * 2, cudaMemcpyDeviceToDevice)); }, flush,
-                                flush_bytes);
+  const double copy = median_us([&] { CK(cudaMemcpyAsync(g, x, total * 2, cudaMemcpyDeviceToDevice)); });
   std::printf("copy of the logits: %.1f us, %.2f TB/s\n", copy, 4.0 * total / copy * 1e-6);
   for (int64_t n : {256, 512, 1024, 4096, 32768}) {
     const int64_t rows = total / n;
@@ -82,7 +43,7 @@ int main() {
         void* ws = nullptr;
         if (p.workspace_bytes) CK(cudaMalloc(&ws, p.workspace_bytes));
         p.workspace = ws;
-        const double us = median_us([&] { if (tc_cross_entropy_cuda(&p) != TC_OK) std::exit(2); }, flush, flush_bytes);
+        const double us = median_us([&] { if (tc_cross_entropy_cuda(&p) != TC_OK) std::exit(2); });
         std::printf("%7lld %-5s %-4s %9.1f %7.2f\n", (long long)n, red == TC_REDUCTION_MEAN ? "mean" : "none",
                     grad ? "yes" : "no", us, (grad ? 4.0 : 2.0) * total / us * 1e-6);
         if (ws) CK(cudaFree(ws));

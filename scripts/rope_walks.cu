@@ -12,25 +12,13 @@
 //   /tmp/rope_walks            # prints a table: us and TB/s (q, k read and written once)
 //
 // CUDA events, the L2 flushed (a 256 MB memset) before every rep, median of 30.
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <vector>
 
+#include "timing.cuh"
 #include "../csrc/cuda/kit/vec.cuh"
 #include "../csrc/shared/rope_math.h"
 #include "tinycuda/rope.h"
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
 
 namespace walks {
 using T = __nv_bfloat16;
@@ -106,12 +94,6 @@ struct Case {
 int main() {
   const Case cases[] = {{"1x2048x32x8", 1, 2048, 32, 8, 128}, {"4x4096x32x8", 4, 4096, 32, 8, 128},
                         {"4x4096x32x32", 4, 4096, 32, 32, 128}, {"2x4096x64x8", 2, 4096, 64, 8, 128}};
-  void* flush;
-  const size_t flush_bytes = 256 << 20;
-  CK(cudaMalloc(&flush, flush_bytes));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   std::printf("%-14s %-4s %-34s %9s %7s\n", "shape", "dir", "walk", "us", "TB/s");
   for (const Case& c : cases) {
     const int64_t nq = int64_t(c.b) * c.s * c.hq * c.d, nk = int64_t(c.b) * c.s * c.hk * c.d;
@@ -185,19 +167,7 @@ int main() {
           CK(cudaMemcpy(got_k.data(), ko, nk * 2, cudaMemcpyDeviceToHost));
           if (got_q != ref_q || got_k != ref_k) std::printf("MISMATCH %s %s %s\n", c.name, dir ? "bwd" : "fwd", w.name);
         }
-        std::vector<float> ms;
-        for (int r = 0; r < 33; ++r) {
-          CK(cudaMemsetAsync(flush, r, flush_bytes));
-          CK(cudaEventRecord(e0));
-          w.f();
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float m;
-          CK(cudaEventElapsedTime(&m, e0, e1));
-          if (r >= 3) ms.push_back(m);
-        }
-        std::sort(ms.begin(), ms.end());
-        const double us = ms[ms.size() / 2] * 1e3;
+        const double us = median_us(w.f);
         std::printf("%-14s %-4s %-34s %9.1f %7.2f\n", c.name, dir ? "bwd" : "fwd", w.name, us, bytes / us * 1e-6);
       }
       delete[] names;

@@ -6,48 +6,10 @@
 //        scripts/softmax_rows.cu csrc/cuda/softmax.cu csrc/shared/common.cpp -o /tmp/softmax_rows
 //
 // CUDA events, the L2 flushed (a 256 MB memset) before every rep, median of 30.
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#include <cuda_runtime.h>
-
+#include "timing.cuh"
 #include "tinycuda/softmax.h"
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));      \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-template <class F>
-double median_us(F f, void* flush, size_t flush_bytes) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 33; ++r) {
-    CK(cudaMemsetAsync(flush, r, flush_bytes));
-    CK(cudaEventRecord(e0));
-    f();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float m;
-    CK(cudaEventElapsedTime(&m, e0, e1));
-    if (r >= 3) ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3;
-}
-
 int main() {
-  void* flush;
-  const size_t flush_bytes = 256 << 20;
-  CK(cudaMalloc(&flush, flush_bytes));
   std::printf("%-6s %7s %-4s %9s %7s %9s\n", "dtype", "N", "dir", "us", "TB/s", "copy TB/s");
   for (int f32 = 0; f32 < 2; ++f32) {
     const int64_t total = f32 ? (int64_t(1) << 26) : (int64_t(1) << 27), size = f32 ? 4 : 2;
@@ -64,11 +26,11 @@ int main() {
       p.rows = total / n, p.cols = n, p.x = x, p.y = y;
       tc_softmax_backward_params b{};
       b.dtype = p.dtype, b.rows = p.rows, b.cols = n, b.grad_y = g, b.y = y, b.grad_x = gx;
-      const double fwd = median_us([&] { if (tc_softmax_cuda(&p) != TC_OK) std::exit(2); }, flush, flush_bytes);
+      const double fwd = median_us([&] { if (tc_softmax_cuda(&p) != TC_OK) std::exit(2); });
       const double bwd =
-          median_us([&] { if (tc_softmax_backward_cuda(&b) != TC_OK) std::exit(2); }, flush, flush_bytes);
+          median_us([&] { if (tc_softmax_backward_cuda(&b) != TC_OK) std::exit(2); });
       const double copy =
-          median_us([&] { CK(cudaMemcpyAsync(y, x, total * size, cudaMemcpyDeviceToDevice)); }, flush, flush_bytes);
+          median_us([&] { CK(cudaMemcpyAsync(y, x, total * size, cudaMemcpyDeviceToDevice)); });
       const double bytes = double(total) * size;
       std::printf("%-6s %7lld %-4s %9.1f %7.2f %9.2f\n", f32 ? "fp32" : "bf16", (long long)n, "fwd", fwd,
                   2 * bytes / fwd * 1e-6, 2 * bytes / copy * 1e-6);
