@@ -415,3 +415,32 @@ def test_fused_linear_cross_entropy_token_accuracy(device, reduction):
     t[:] = -100
     acc = tinycuda.fused_linear_cross_entropy(h, w, t, reduction=reduction, return_token_accuracy=True)[1]
     assert acc.isnan() if reduction != "none" else torch.equal(acc, torch.zeros(23, device=device))
+
+
+@pytest.mark.parametrize("cols", [5, 256, 300, 1000], ids=lambda c: f"{c}cols")
+@pytest.mark.parametrize("weighted", [False, True], ids=["", "weight"])
+def test_cross_entropy_many_rows(device, cols, weighted):
+    """More rows than the CUDA sums' 1024 slices (each a block, then one block over the slices) and
+    short rows packed several to a warp (8 or 16 threads a row): 'mean' and 'sum' of the loss, the
+    z-loss term and token accuracy against float64 torch; every third row ignored."""
+    rows = 3001
+    x, t, ignore, w = _weighted_case(rows, cols, device, torch.float32)
+    x.requires_grad_()
+    w = w if weighted else None
+    for reduction in ("mean", "sum"):
+        kw = dict(reduction=reduction, label_smoothing=0.1, ignore_index=ignore)
+        loss, z, acc = tinycuda.cross_entropy(x, t, weight=w, lse_square_scale=1e-3, return_z_loss=True,
+                                              return_token_accuracy=True, **kw)
+        x64 = x.detach().double().requires_grad_()
+        lse = torch.logsumexp(x64, -1)
+        valid = t != ignore
+        z_rows = 1e-3 * lse.square() * valid
+        z_ref = z_rows.sum() / (valid.sum() if reduction == "mean" else 1)
+        ref = F.cross_entropy(x64, t, weight=None if w is None else w.double(), **kw) + z_ref
+        torch.testing.assert_close(loss.double(), ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(z.double(), z_ref, rtol=1e-5, atol=1e-7)
+        acc_ref = (x64.argmax(-1) == t)[valid].double().mean()
+        torch.testing.assert_close(acc.double(), acc_ref, rtol=0, atol=1e-7)
+        g = torch.autograd.grad(loss, x)[0]
+        g_ref = torch.autograd.grad(ref, x64)[0]
+        torch.testing.assert_close(g.double(), g_ref, rtol=1e-4, atol=1e-7)
