@@ -73,15 +73,18 @@ inline size_t stats_bytes(const tc_cross_entropy_params& p) {
   return p.weight ? kWeightedStatsBytes : counts_n_valid(p) || counts_n_valid_for_accuracy(p) ? kCountBytes : 0;
 }
 // Last, for SUM and MEAN on CUDA: two arrays of kReduceParts partial sums
-// (the fixed-order sums of the row values go through contiguous slices first).
+// (the fixed-order sums of the row values go through contiguous slices first),
+// from a 16-byte boundary: after an odd number of 4-byte accuracy flags a
+// float64 partial would be misaligned (a fatal CUDA error).
 constexpr int64_t kReduceParts = 1024;
 inline size_t partials_bytes(const tc_cross_entropy_params& p) {
   return p.reduction != TC_REDUCTION_NONE && (p.loss || p.z_loss || reduces_accuracy(p)) ? 2 * kReduceParts * 8 : 0;
 }
 inline size_t workspace_bytes(const tc_cross_entropy_params& p) {
-  return stats_bytes(p) + (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
-         (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
-         (row_correct_in_workspace(p) ? size_t(p.rows) * sizeof(float) : 0) + partials_bytes(p);
+  const size_t rows = stats_bytes(p) + (row_losses_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
+                      (row_z_in_workspace(p) ? size_t(p.rows) * acc_bytes(p.dtype) : 0) +
+                      (row_correct_in_workspace(p) ? size_t(p.rows) * sizeof(float) : 0);
+  return partials_bytes(p) ? (rows + 15) / 16 * 16 + partials_bytes(p) : rows;
 }
 
 // Token accuracy's argmax as torch.argmax's: a (value, index) candidate, and
