@@ -7,8 +7,8 @@
 // Launch: one thread a (token, head, chunk): chunk c of a head is V pairs,
 // the two V-element vectors that hold them (rotate half: [cV, cV + V) and the
 // same h = D/2 further; interleaved: the 2V elements from 2cV, pairs
-// adjacent). A block is (bx chunks, by heads, bz tokens), 64 threads or one
-// head's chunks; the grid is (token tiles, head tiles). Each thread loads its
+// adjacent). A token's (head, chunk) pairs are its lanes: a block is (bx
+// lanes, by tokens), 64 threads; the grid is (token tiles, lane tiles). Each thread loads its
 // token's cos and sin vectors itself: the other heads of the token read the
 // same 4 vectors, so they come from L1 or L2, and no thread holds them (as
 // floats, 32 registers at V = 8) across a loop. V = 16 bytes of T when every
@@ -87,26 +87,24 @@ __device__ __forceinline__ void rotate(const tc_rope_params& p, const FastDiv& s
          h * (is_q ? p.q_out_stride[1] : p.k_out_stride[1]) + s * (is_q ? p.q_out_stride[2] : p.k_out_stride[2]);
   const T* cos = static_cast<const T*>(p.cos) + b * p.cs_stride_b + row * D;
   const T* sin = static_cast<const T*>(p.sin) + b * p.cs_stride_b + row * D;
-  {
-    // the chunk's two vectors: element offsets in the head
-    const int64_t e0 = INTERLEAVED ? 2 * c * V : c * V, e1 = INTERLEAVED ? e0 + V : e0 + D / 2;
-    // x first: its loads are the ones from DRAM
-    Vec<T, V> xa = load_vec<T, V>(x + e0), xb = load_vec<T, V>(x + e1);
-    Vec<T, V> ca = load_vec<T, V>(cos + e0), cb = load_vec<T, V>(cos + e1);
-    Vec<T, V> sa = load_vec<T, V>(sin + e0), sb = load_vec<T, V>(sin + e1);
-    Vec<T, V> a, bv;
+  // the chunk's two vectors: element offsets in the head
+  const int64_t e0 = INTERLEAVED ? 2 * c * V : c * V, e1 = INTERLEAVED ? e0 + V : e0 + D / 2;
+  // x first: its loads are the ones from DRAM
+  Vec<T, V> xa = load_vec<T, V>(x + e0), xb = load_vec<T, V>(x + e1);
+  Vec<T, V> ca = load_vec<T, V>(cos + e0), cb = load_vec<T, V>(cos + e1);
+  Vec<T, V> sa = load_vec<T, V>(sin + e0), sb = load_vec<T, V>(sin + e1);
+  Vec<T, V> a, bv;
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      A s0 = to_acc(elem<INTERLEAVED>(sa, sb, j, 0)), s1 = to_acc(elem<INTERLEAVED>(sa, sb, j, 1)), o0, o1;
-      if (p.transpose) rope_transpose_sin(s0, s1);
-      rope_pair<A>(to_acc(elem<INTERLEAVED>(xa, xb, j, 0)), to_acc(elem<INTERLEAVED>(xa, xb, j, 1)),
-                   to_acc(elem<INTERLEAVED>(ca, cb, j, 0)), to_acc(elem<INTERLEAVED>(ca, cb, j, 1)), s0, s1, o0, o1);
-      elem<INTERLEAVED>(a, bv, j, 0) = from_acc<T>(o0);
-      elem<INTERLEAVED>(a, bv, j, 1) = from_acc<T>(o1);
-    }
-    store_vec(o + e0, a);
-    store_vec(o + e1, bv);
+  for (int j = 0; j < V; ++j) {
+    A s0 = to_acc(elem<INTERLEAVED>(sa, sb, j, 0)), s1 = to_acc(elem<INTERLEAVED>(sa, sb, j, 1)), o0, o1;
+    if (p.transpose) rope_transpose_sin(s0, s1);
+    rope_pair<A>(to_acc(elem<INTERLEAVED>(xa, xb, j, 0)), to_acc(elem<INTERLEAVED>(xa, xb, j, 1)),
+                 to_acc(elem<INTERLEAVED>(ca, cb, j, 0)), to_acc(elem<INTERLEAVED>(ca, cb, j, 1)), s0, s1, o0, o1);
+    elem<INTERLEAVED>(a, bv, j, 0) = from_acc<T>(o0);
+    elem<INTERLEAVED>(a, bv, j, 1) = from_acc<T>(o1);
   }
+  store_vec(o + e0, a);
+  store_vec(o + e1, bv);
 }
 
 // No __restrict__ on x and o: in place they are one buffer (each thread
