@@ -89,7 +89,7 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
            "sum", "sum_backward", "where", "permute_copy", "transpose_copy", "contiguous", "histc", "bincount",
-           "sort", "argsort", "topk", "sort_backward"]
+           "sort", "argsort", "topk", "sort_backward", "embedding", "embedding_backward"]
 
 
 class CapiError(RuntimeError):
@@ -1423,6 +1423,67 @@ def sort_backward(grad_values, indices, dim, n, *, grad_x=None, stream=None):
           grad_values=ga, indices=ia, grad_x=res[1])
     return _put_back(op, "grad_x", res, grad_x, tuple(g.shape[:d]) + (n,) + tuple(g.shape[d + 1:]) if nd else (),
                      d, nd)
+
+
+# ---------------------------------------------------------------------------
+# embedding: weight's rows at int64 indices, and the gradient of weight (tinycuda/embedding.h)
+
+def _indices(op, input, like):
+    """The view of input: a C-contiguous int64 array on like's device."""
+    i = _view(op, "input", input)
+    if i.dtype != "int64" or i.device != like.device or not i.contiguous:
+        raise ValueError(f"tinycuda.capi.{op}: input must be a C-contiguous int64 {like.device} array, got "
+                         f"{i.dtype} {i.shape} on {i.device}" + ("" if i.contiguous else " (not contiguous)"))
+    return i
+
+
+def _padding_idx(op, padding_idx, num_embeddings):
+    """padding_idx as the core takes it (the torch layer's rule): None -> -1; in [-num_embeddings,
+    num_embeddings), a negative one counted from the end."""
+    if padding_idx is None:
+        return -1
+    if not isinstance(padding_idx, numbers.Integral) or isinstance(padding_idx, bool) or \
+            not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"tinycuda.capi.{op}: padding_idx must be in [-num_embeddings, num_embeddings) = "
+                         f"[{-num_embeddings}, {num_embeddings}), got {padding_idx!r}")
+    return int(padding_idx) + (num_embeddings if padding_idx < 0 else 0)
+
+
+def embedding(input, weight, padding_idx=None, *, out=None, stream=None):
+    """F.embedding(input, weight, padding_idx): weight's [num_embeddings, embedding_dim] rows at input's int64
+    indices (any shape), out of shape input.shape + (embedding_dim,). padding_idx is checked as the torch op
+    does and not read (the forward copies its row like any). An index out of range: CapiError naming its
+    position on the CPU, a device-side assert on CUDA."""
+    op = "embedding"
+    w = _check(op, {"weight": weight})["weight"]
+    if len(w.shape) != 2:
+        raise ValueError(f"tinycuda.capi.{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape {w.shape}")
+    i = _indices(op, input, w)
+    v, d = w.shape
+    _padding_idx(op, padding_idx, v)
+    res, ov = _array(op, "out", out, w, i.shape + (d,))
+    _call(op, w, stream, num_indices=i.size, num_embeddings=v, embedding_dim=d, input=i, weight=w, out=ov)
+    return res
+
+
+def embedding_backward(grad_out, input, num_embeddings, padding_idx=None, *, grad_weight=None, stream=None):
+    """The gradient of embedding's weight: grad_weight (num_embeddings, embedding_dim), each id's row the sum of
+    grad_out's rows at its positions (grad_out: input.shape + (embedding_dim,)), zeros for ids not in input and
+    for padding_idx; deterministic, accumulated in float32 (float64 for float64)."""
+    op = "embedding_backward"
+    g = _check(op, {"grad_out": grad_out})["grad_out"]
+    i = _indices(op, input, g)
+    if not isinstance(num_embeddings, numbers.Integral) or isinstance(num_embeddings, bool) or num_embeddings < 0:
+        raise ValueError(f"tinycuda.capi.{op}: num_embeddings must be an int >= 0, got {num_embeddings!r}")
+    if len(g.shape) != len(i.shape) + 1 or g.shape[:-1] != i.shape:
+        raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape input.shape + (embedding_dim,) = "
+                         f"{i.shape} + (D,), got {g.shape}")
+    pad = _padding_idx(op, padding_idx, num_embeddings)
+    d = g.shape[-1]
+    res, gv = _array(op, "grad_weight", grad_weight, g, (num_embeddings, d))
+    _call(op, g, stream, num_indices=i.size, num_embeddings=num_embeddings, embedding_dim=d, padding_idx=pad,
+          grad_out=g, input=i, grad_weight=gv)
+    return res
 
 
 # ---------------------------------------------------------------------------

@@ -2971,6 +2971,113 @@ ROPE_SHAPES = {"small": [(1, 2048, 32, 8, 128)], "large": [(4, 4096, 32, 8, 128)
 
 
 # ---------------------------------------------------------------------------
+# embedding
+
+def _embedding_ref(input, weight, padding_idx=None):
+    return F.embedding(input, weight, padding_idx)
+
+
+# (input shape, num_embeddings, embedding_dim, padding_idx): no index (the backward writes zeros), a 0-dim input,
+# one id of one column, odd widths (the scalar path on CUDA), 2-D and 3-D input, GPT-2's width, padding_idx counted
+# from either end; repeated ids: 300 positions over 4 ids (CUDA's chunks of 32 sorted positions share every id: the
+# carry of partial sums), 5000 positions (past the sort's 4096-element block: its radix sort), 70000 ids (past
+# 65535: int32 sort keys), and one id at every position ("same"). A padding_idx sample's weight has over 200
+# elements, so that test_gradcheck leaves it out: finite differences see the padding row, whose gradient is 0 by
+# definition (torch's F.embedding fails gradcheck there alike)
+EMBEDDING_CASES = [((0,), 5, 3, None), ((2, 0), 5, 17, None), ((), 7, 4, None), ((1,), 1, 1, None),
+                   ((7,), 10, 17, None), ((2, 5), 70, 3, 4), ((2, 3, 4), 6, 768, -1), ((5, 40), 3, 1, None),
+                   ((300,), 4, 33, None), ((2, 2500), 50, 8, 7), ((64,), 70000, 2, 69999), ((100,), 5, 16, "same")]
+
+
+def _embedding_input(shape, v, padding_idx, device):
+    """Random ids in [0, v); with a padding_idx, every third position names it (so its row's zero gradient is
+    tested); "same": one id everywhere."""
+    if padding_idx == "same":
+        return torch.full(shape, v // 2, device=device)
+    input = torch.randint(0, v, shape, device=device)
+    if padding_idx is not None and input.numel():
+        input.view(-1)[::3] = padding_idx % v
+    return input
+
+
+def _embedding_samples(device, dtype):
+    for shape, v, d, pad in EMBEDDING_CASES:
+        input, weight = _embedding_input(shape, v, pad, device), randn((v, d), device, dtype)
+        kwargs = {} if pad in (None, "same") else {"padding_idx": pad}
+        yield Sample(f"{_shape_id(shape)}-{v}x{d}-pad{pad}", (input, weight), kwargs)
+    # layouts: a strided weight (copied) and one off the 16-byte grid (read in place: CUDA's scalar path), a
+    # transposed input (copied), a strided grad_out
+    input = _embedding_input((6, 50), 40, 3, device)
+    for layout in ("strided", "offset"):
+        yield Sample(f"6x50-40x64-weight_{layout}", (input, view(randn((40, 64), device, dtype), layout)),
+                     {"padding_idx": 3}, grad_out=layout)
+    yield Sample("50x6-transposed-40x24", (input.t(), randn((40, 24), device, dtype)), grad_out="strided")
+
+
+def _embedding_errors():
+    f, bwd, e = ops.embedding, torch.ops.tinycuda.embedding_backward, "tinycuda::embedding"
+    w, i = torch.randn(5, 3), torch.tensor([0, 1, 2, 4])
+    cases = [
+        # an index out of range: an error naming its position in the flattened input (a device-side assert on CUDA)
+        ErrorCase(rf"{e}: index 7 at position 3 of input \(flattened\) is out of range \[0, num_embeddings = 5\)", f,
+                  (torch.tensor([0, 1, 2, 7]), w)),
+        ErrorCase(rf"{e}: index -1 at position 4 of input \(flattened\)", f,
+                  (torch.tensor([[0, 1], [2, 3], [-1, 0]]), w)),
+        ErrorCase(rf"{e}_backward: index 5 at position 1 of input \(flattened\) is out of range", bwd,
+                  (torch.randn(2, 3), torch.tensor([0, 5]), 5)),
+        # F.embedding's options the kernels do not have
+        ErrorCase(rf"{e}: max_norm is not supported", f, (i, w), {"max_norm": 1.0}, NotImplementedError),
+        ErrorCase(rf"{e}: scale_grad_by_freq=True is not supported", f, (i, w, None, None, 2.0, True),
+                  exc=NotImplementedError),
+        ErrorCase(rf"{e}: sparse=True is not supported", f, (i, w), {"sparse": True}, NotImplementedError),
+    ]
+    # the C++ layer and the fake kernels (meta tensors) check the same
+    for dev in ("cpu", "meta"):
+        wd, id_, g = w.to(dev), i.to(dev), torch.randn(4, 3, device=dev)
+        cases += [
+            ErrorCase(rf"{e}: input must be int64 indices, got Int", f, (id_.int(), wd)),
+            ErrorCase(rf"{e}: weight must be 2-D \[num_embeddings, embedding_dim\], got shape \[5\]", f,
+                      (id_, wd[:, 0])),
+            ErrorCase(rf"{e}: weight must be float32, float16, bfloat16 or float64, got Long", f, (id_, wd.long())),
+            ErrorCase(rf"{e}: padding_idx must be in \[-num_embeddings, num_embeddings\) = \[-5, 5\), got 5", f,
+                      (id_, wd, 5)),
+            ErrorCase(rf"{e}: padding_idx must be in .* got -6", f, (id_, wd), {"padding_idx": -6}),
+            ErrorCase(rf"{e}_backward: grad_out must have shape input.shape \+ \[embedding_dim\] = \[4\] \+ \[D\], "
+                      rf"got \[3, 3\]", bwd, (g[:3], id_, 5)),
+            ErrorCase(rf"{e}_backward: padding_idx must be in .* got -6", bwd, (g, id_, 5, -6)),
+            ErrorCase(rf"{e}_backward: num_embeddings must be >= 0, got -1", bwd, (g, id_, -1)),
+        ]
+    return cases
+
+
+def _embedding_cuda_errors():
+    w = torch.randn(5, 3, device="cuda")
+    return [ErrorCase(r"tinycuda::embedding: input is on cpu but weight is on cuda", ops.embedding,
+                      (torch.tensor([0, 1]), w))]
+
+
+def _embedding_bench(sh, dt, dev):
+    b, sl, v, d = sh
+    return [torch.randint(0, v, (b, sl), device=dev), randn((v, d), dev, dt)]
+
+
+def _embedding_bytes(shape, mode, s):
+    """(batch, seqlen, num_embeddings, embedding_dim): the forward reads the N looked-up rows and writes them, and
+    reads the int64 ids; the backward reads grad_out and the ids and writes every row of grad_weight (zeros too)."""
+    b, sl, v, d = shape
+    n = b * sl
+    fwd, bwd = 2 * n * d * s + 8 * n, n * d * s + v * d * s + 8 * n
+    return "GB/s", {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[mode]
+
+
+# (B, S, V, D): GPT-2 small's token embedding (8 x 1024 tokens, its 50304-padded vocabulary, 768 wide), its
+# position embedding (1024 rows), GPT-2 XL's width (1600)
+EMBEDDING_SHAPES = {"small": [(8, 1024, 50304, 768)], "large": [(16, 1024, 50304, 1600)],
+                    "all": [(8, 1024, 50304, 768), (8, 1024, 1024, 768), (16, 1024, 50304, 1600)],
+                    "cpu": [(4, 64, 1000, 64)]}
+
+
+# ---------------------------------------------------------------------------
 # the table
 
 _AOT_SAVED_GRAD = {
@@ -3161,6 +3268,12 @@ OPS = [
            bench=Bench(ROPE_SHAPES, _rope_bench, _rope_bytes, grad=(0, 1),
                        liger=_liger("transformers.rope", "liger_rotary_pos_emb", several=True))),
     OpInfo("rope_", _rope_inplace, _rope_ref, _rope_inplace_samples, differentiable=False, gradcheck=False),
+    # the forward copies rows (exact); weight's gradient sums ~100 float32 terms a row at most (5000 positions
+    # over 50 ids): within the default tolerances. input gets no gradient (int64); the bench times weight's
+    OpInfo("embedding", ops.embedding, _embedding_ref, _embedding_samples, errors=_embedding_errors,
+           cuda_errors=_embedding_cuda_errors,
+           bench=Bench(EMBEDDING_SHAPES, _embedding_bench, _embedding_bytes, modes=("fwd", "fwd+bwd"), grad=(1,),
+                       fp32_tol=1e-4)),
 ]
 
 BY_NAME = {info.name: info for info in OPS}

@@ -1,4 +1,4 @@
-"""Drop-in modules. Linear, ReLU, GELU, the elementwise activations (Sigmoid,
+"""Drop-in modules. Linear, Embedding, ReLU, GELU, the elementwise activations (Sigmoid,
 Tanh, SiLU, Mish, LeakyReLU, ELU, SELU, Softplus, Softsign, Hardsigmoid,
 Hardtanh), LayerNorm, RMSNorm, AddRMSNorm, CrossEntropyLoss and
 MultiheadAttention subclass their torch.nn counterparts, so constructor,
@@ -8,6 +8,7 @@ tinycuda kernels. RotaryEmbedding follows Hugging Face's LlamaRotaryEmbedding
 import torch
 
 from .. import ops
+from ..ops.embedding import _unsupported as _embedding_unsupported
 
 
 class Linear(torch.nn.Linear):
@@ -43,6 +44,23 @@ class AddRMSNorm(torch.nn.RMSNorm):
     def forward(self, x, residual):
         y, s, _ = torch.ops.tinycuda.add_rms_norm(x, residual, list(self.normalized_shape), self.weight, self.eps)
         return y, s
+
+
+class Embedding(torch.nn.Embedding):
+    """torch.nn.Embedding (same constructor, init, from_pretrained and
+    state_dict: `weight`) whose forward and backward are tinycuda kernels
+    (tinycuda.embedding: a deterministic gradient, zero at padding_idx).
+    max_norm, scale_grad_by_freq and sparse=True are not supported: the
+    constructor raises NotImplementedError."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        _embedding_unsupported("tinycuda.nn.Embedding", max_norm, scale_grad_by_freq, sparse)
+        super().__init__(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                         _weight, _freeze, device, dtype)
+
+    def forward(self, input):  # noqa: A002  (torch's argument name)
+        return ops.embedding(input, self.weight, self.padding_idx)
 
 
 class ReLU(torch.nn.ReLU):
@@ -301,6 +319,6 @@ class RotaryEmbedding(torch.nn.Module):
                 f"interleaved={self.interleaved}")
 
 
-__all__ = ["AddRMSNorm", "CrossEntropyLoss", "ELU", "FusedLinearCrossEntropyLoss", "GELU", "Hardsigmoid", "Hardtanh",
-           "LayerNorm", "LeakyReLU", "Linear", "Mish", "MultiheadAttention", "ReLU", "RMSNorm", "RotaryEmbedding",
-           "ScaleBiasReLU", "SELU", "Sigmoid", "SiLU", "Softplus", "Softsign", "SwiGLU", "Tanh"]
+__all__ = ["AddRMSNorm", "CrossEntropyLoss", "ELU", "Embedding", "FusedLinearCrossEntropyLoss", "GELU", "Hardsigmoid",
+           "Hardtanh", "LayerNorm", "LeakyReLU", "Linear", "Mish", "MultiheadAttention", "ReLU", "RMSNorm",
+           "RotaryEmbedding", "ScaleBiasReLU", "SELU", "Sigmoid", "SiLU", "Softplus", "Softsign", "SwiGLU", "Tanh"]
