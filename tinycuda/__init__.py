@@ -12,7 +12,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("nn", "ops", "capi", "variants", "optable")
+_SUBMODULES = ("nn", "ops", "optim", "capi", "variants", "optable")
 
 
 def __getattr__(name):

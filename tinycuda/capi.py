@@ -89,7 +89,8 @@ __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_wit
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
            "scale_bias_relu_backward", "softmax", "log_softmax", "softmax_backward", "square", "square_backward",
            "sum", "sum_backward", "where", "permute_copy", "transpose_copy", "contiguous", "histc", "bincount",
-           "sort", "argsort", "topk", "sort_backward", "embedding", "embedding_backward"]
+           "sort", "argsort", "topk", "sort_backward", "embedding", "embedding_backward", "adamw_",
+           "multi_tensor_l2norm"]
 
 
 class CapiError(RuntimeError):
@@ -1483,6 +1484,60 @@ def embedding_backward(grad_out, input, num_embeddings, padding_idx=None, *, gra
     res, gv = _array(op, "grad_weight", grad_weight, g, (num_embeddings, d))
     _call(op, g, stream, num_indices=i.size, num_embeddings=num_embeddings, embedding_dim=d, padding_idx=pad,
           grad_out=g, input=i, grad_weight=gv)
+    return res
+
+
+# ---------------------------------------------------------------------------
+# adamw: one AdamW step over lists of arrays, the L2 norm of many arrays (tinycuda/adamw.h)
+
+def _pointers(views, names):
+    """The core's host array of the views' data pointers (alive as long as the returned cdata)."""
+    return ffi.new("void*[]", [ffi.cast("void*", views[n].ptr) for n in names])
+
+
+def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, step, grad_norm=None,
+           max_grad_norm=0.0, *, stream=None):
+    """tinycuda.adamw_: params, exp_avgs and exp_avg_sqs updated in place, one AdamW step (lists of
+    C-contiguous arrays of one dtype and device, each i of one shape); grad_norm: multi_tensor_l2norm's
+    one-element result (float32, float64 for float64), read by the kernel: the clip's norm."""
+    op = "adamw_"
+    lists = {"params": params, "grads": grads, "exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs}
+    if len({len(xs) for xs in lists.values()}) != 1:
+        raise ValueError(f"tinycuda.capi.{op}: params, grads, exp_avgs and exp_avg_sqs must have one array each "
+                         f"alike, got {', '.join(str(len(xs)) for xs in lists.values())}")
+    n = len(params)
+    if n == 0:
+        return
+    v = _check(op, {f"{name}[{i}]": a for name, xs in lists.items() for i, a in enumerate(xs)})
+    for i in range(n):
+        _same_shape(op, v, *(f"{name}[{i}]" for name in lists))
+    first = v["params[0]"]
+    ptrs = {name: _pointers(v, [f"{name}[{i}]" for i in range(n)]) for name in lists}
+    norm = None
+    if grad_norm is not None:
+        norm = _view(op, "grad_norm", grad_norm)
+        acc = "float64" if first.dtype == "float64" else "float32"
+        if norm.size != 1 or norm.dtype != acc or norm.device != first.device:
+            raise ValueError(f"tinycuda.capi.{op}: grad_norm must be one {acc} value on {first.device}, got "
+                             f"{norm.dtype} {norm.shape} on {norm.device}")
+    _call(op, first, stream, "adamw", count=n, numel=ffi.new("int64_t[]", [v[f"params[{i}]"].size for i in range(n)]),
+          params=ptrs["params"], grads=ptrs["grads"], exp_avg=ptrs["exp_avgs"], exp_avg_sq=ptrs["exp_avg_sqs"],
+          lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay),
+          step=int(step), grad_norm=norm, max_grad_norm=float(max_grad_norm))
+
+
+def multi_tensor_l2norm(tensors, *, out=None, stream=None):
+    """sqrt(sum of every element squared over every array): a 0-dim float32 array (float64 for float64) on the
+    arrays' device, summed in a fixed order (C-contiguous arrays of one dtype and device)."""
+    op = "multi_tensor_l2norm"
+    if len(tensors) == 0:
+        raise ValueError(f"tinycuda.capi.{op}: tensors must hold at least one array")
+    names = [f"tensors[{i}]" for i in range(len(tensors))]
+    v = _check(op, dict(zip(names, tensors)))
+    first = v[names[0]]
+    res, nv = _array(op, "out", out, first, (), dtype="float64" if first.dtype == "float64" else "float32")
+    _call(op, first, stream, count=len(names), numel=ffi.new("int64_t[]", [v[n].size for n in names]),
+          tensors=_pointers(v, names), norm=nv)
     return res
 
 

@@ -3088,6 +3088,79 @@ _AOT_SAVED_GRAD = {
     "test_utils": ("test_schema", "test_autograd_registration", "test_faketensor"),
 }
 
+# ---------------------------------------------------------------------------
+# adamw: one AdamW step over lists of tensors, the L2 norm of many tensors. The
+# table's calls take flat tensors (params, grads, exp_avgs, exp_avg_sqs of one
+# tensor after another: the generic tests handle tensors, not lists); the step
+# runs on copies and returns the new params, exp_avgs and exp_avg_sqs.
+
+ADAMW_SHAPES = [(0,), (1,), (3, 5), (16385,), (7, 33)]  # 16385: past a 16384-element chunk
+ADAMW_KW = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, step=3)
+
+
+def _quads(flat):
+    return [list(flat[i::4]) for i in range(4)]
+
+
+def _acc(t):
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _adamw_step(*flat, max_grad_norm=None, **kw):
+    """tinycuda.adamw_ on copies (clipped by multi_tensor_l2norm's norm with max_grad_norm)."""
+    p, g, m, v = _quads(flat)
+    p, m, v = ([t.detach().clone() for t in ts] for ts in (p, m, v))
+    norm = ops.multi_tensor_l2norm(g) if max_grad_norm else None
+    ops.adamw_(p, g, m, v, **kw, grad_norm=norm, max_grad_norm=max_grad_norm or 0.0)
+    return (*p, *m, *v)
+
+
+def _adamw_ref(*flat, lr, beta1, beta2, eps, weight_decay, step, max_grad_norm=None):
+    """torch.optim.AdamW's update (its foreach path's ops) in the tensors' dtype, after
+    clip_grad_norm_'s scaling (the norm in float32, float64 for float64)."""
+    p, g, m, v = _quads(flat)
+    if max_grad_norm:
+        norm = torch.linalg.vector_norm(torch.cat([t.reshape(-1).to(_acc(t)) for t in g]))
+        g = [t * (max_grad_norm / (norm + 1e-6)).clamp(max=1.0).to(t.dtype) for t in g]
+    bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
+    outs = []
+    for pi, gi, mi, vi in zip(p, g, m, v):
+        mi = mi.lerp(gi, 1 - beta1)
+        vi = vi.mul(beta2).addcmul(gi, gi, value=1 - beta2)
+        denom = (vi.sqrt() / bias2 ** 0.5).add(eps)
+        outs.append((pi.mul(1 - lr * weight_decay).addcdiv(mi, denom, value=-lr / bias1), mi, vi))
+    return tuple(t for k in range(3) for t in (o[k] for o in outs))
+
+
+def _adamw_samples(device, dtype):
+    def state():
+        flat = []
+        for s in ADAMW_SHAPES:
+            flat += [randn(s, device, dtype), randn(s, device, dtype), randn(s, device, dtype, 0.1),
+                     randn(s, device, dtype).abs() * 0.01]
+        return flat
+
+    yield Sample("several tensors", tuple(state()), ADAMW_KW, grad=())
+    yield Sample("clipped", tuple(state()), {**ADAMW_KW, "max_grad_norm": 1.0}, grad=())
+    flat = state()
+    flat[1::4] = [view(t, "offset") for t in flat[1::4]]  # grads off the 16-byte grid: the scalar path
+    yield Sample("misaligned grads", tuple(flat), ADAMW_KW, grad=())
+
+
+def _multi_tensor_l2norm(*ts):
+    return ops.multi_tensor_l2norm(ts)
+
+
+def _multi_tensor_l2norm_ref(*ts):
+    return torch.linalg.vector_norm(torch.cat([t.reshape(-1).to(_acc(t)) for t in ts]))
+
+
+def _multi_tensor_l2norm_samples(device, dtype):
+    yield Sample("several tensors", tuple(randn(s, device, dtype) for s in ADAMW_SHAPES), grad=())
+    yield Sample("one, misaligned", (view(randn((40000,), device, dtype), "offset"),), grad=())
+    yield Sample("empty", (randn((0,), device, dtype),), grad=())
+
+
 OPS = [
     OpInfo("relu", ops.relu, torch.relu, _unary(), errors=_relu_errors,
            bench=Bench(EW_SHAPES, _one, _relu_bytes)),
@@ -3274,6 +3347,11 @@ OPS = [
            cuda_errors=_embedding_cuda_errors,
            bench=Bench(EMBEDDING_SHAPES, _embedding_bench, _embedding_bytes, modes=("fwd", "fwd+bwd"), grad=(1,),
                        fp32_tol=1e-4)),
+    # lists of tensors: the capi door's bit-for-bit check and its errors are in tests/test_adamw.py
+    OpInfo("adamw_", _adamw_step, _adamw_ref, _adamw_samples, rtol=2e-6, atol=1e-7, differentiable=False,
+           gradcheck=False, capi=False),
+    OpInfo("multi_tensor_l2norm", _multi_tensor_l2norm, _multi_tensor_l2norm_ref, _multi_tensor_l2norm_samples,
+           differentiable=False, gradcheck=False, capi=False, racecheck=True),
 ]
 
 BY_NAME = {info.name: info for info in OPS}

@@ -1,0 +1,231 @@
+"""The adamw family: tinycuda.adamw_ and tinycuda.optim.AdamW against
+torch.optim.AdamW (with clip_grad_norm_ for max_grad_norm),
+multi_tensor_l2norm against a float64 norm, determinism, state_dict exchange
+with torch's optimizer, and bad input."""
+import numpy as np
+import pytest
+import torch
+
+import tinycuda
+from conftest import DEVICES, requires_cuda
+from tinycuda.optim import AdamW
+
+# empty, one element, odd, a 16384-element chunk's edge and past it, several chunks
+SHAPES = [(0,), (1,), (3, 5), (16384,), (16385,), (7, 9001)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+def _params(device, dtype, layout="contig"):
+    out = []
+    for s in SHAPES:
+        t = torch.randn(s, device=device).to(dtype)
+        if layout == "offset" and t.numel():  # off the 16-byte grid: the kernels' scalar path
+            flat = torch.empty(t.numel() + 1, device=device, dtype=dtype)
+            flat[1:] = t.reshape(-1)
+            t = flat[1:].view(s)
+        out.append(t.requires_grad_())
+    return out
+
+
+def _run(opt_cls, params, grads, steps, clip=None, **kw):
+    opt = opt_cls(params, **kw)
+    for k in range(steps):
+        for p, g in zip(params, grads):
+            p.grad = g * (1 + k)  # a different gradient each step
+        if clip and opt_cls is torch.optim.AdamW:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+    return opt
+
+
+KW = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+@pytest.mark.parametrize("layout", ["contig", "offset"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_matches_torch_adamw_float32(device, layout, clip):
+    torch.manual_seed(0)
+    ours = _params(device, torch.float32, layout)
+    ref = [p.detach().clone().requires_grad_() for p in ours]
+    grads = [torch.randn_like(p) for p in ours]
+    extra = {"max_grad_norm": clip} if clip else {}
+    opt = _run(AdamW, ours, grads, 3, **KW, **extra)
+    ropt = _run(torch.optim.AdamW, ref, grads, 3, clip=clip, foreach=False, **KW)
+    for p, r in zip(ours, ref):
+        torch.testing.assert_close(p, r, rtol=2e-6, atol=2e-7)
+        torch.testing.assert_close(opt.state[p]["exp_avg"], ropt.state[r]["exp_avg"], rtol=2e-6, atol=1e-7)
+        torch.testing.assert_close(opt.state[p]["exp_avg_sq"], ropt.state[r]["exp_avg_sq"], rtol=2e-6, atol=1e-9)
+        assert opt.state[p]["step"].item() == 3
+    if clip:
+        want = torch.linalg.vector_norm(torch.cat([(3 * g).reshape(-1).double() for g in grads]))
+        torch.testing.assert_close(opt.last_grad_norm.double(), want, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("device", DEVICES)
+def test_half_types_closer_to_float64_than_torch(device, dtype):
+    """16-bit parameters and state: tinycuda computes each element in float32 and rounds once;
+    torch rounds every intermediate. Its max error against float64, over all 80k elements, is at
+    most 2x torch's (FlashAttention's rule)."""
+    torch.manual_seed(1)
+    ours = _params(device, dtype)
+    ref = [p.detach().clone().requires_grad_() for p in ours]
+    exact = [p.detach().double().requires_grad_() for p in ours]
+    grads = [torch.randn_like(p) for p in ours]
+    _run(AdamW, ours, grads, 3, **KW)
+    _run(torch.optim.AdamW, ref, grads, 3, foreach=False, **KW)
+    _run(torch.optim.AdamW, exact, [g.double() for g in grads], 3, foreach=False, **KW)
+    flat = [torch.cat([t.detach().double().reshape(-1) for t in ts]) for ts in (ours, ref, exact)]
+    ours_err, torch_err = ((flat[0] - flat[2]).abs().max().item(), (flat[1] - flat[2]).abs().max().item())
+    assert ours_err <= 2 * torch_err, (ours_err, torch_err)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float64(device):
+    torch.manual_seed(2)
+    ours = _params(device, torch.float64)
+    ref = [p.detach().clone().requires_grad_() for p in ours]
+    grads = [torch.randn_like(p) for p in ours]
+    _run(AdamW, ours, grads, 2, **KW)
+    _run(torch.optim.AdamW, ref, grads, 2, foreach=False, **KW)
+    for p, r in zip(ours, ref):
+        torch.testing.assert_close(p, r, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_multi_tensor_l2norm(device, dtype):
+    torch.manual_seed(3)
+    ts = [torch.randn(s, device=device).to(dtype) for s in SHAPES] + [torch.randn(40, 3, device=device).to(dtype).t()]
+    norm = tinycuda.multi_tensor_l2norm(ts)
+    assert norm.shape == () and norm.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    want = torch.linalg.vector_norm(torch.cat([t.reshape(-1).double() for t in ts]))
+    torch.testing.assert_close(norm.double(), want, rtol=1e-12 if dtype == torch.float64 else 1e-5, atol=0)
+    assert tinycuda.multi_tensor_l2norm([torch.zeros(0, device=device, dtype=dtype)]).item() == 0
+
+
+@requires_cuda
+def test_cuda_deterministic_and_many_tensors():
+    """More tensors and chunks than one launch carries (24 tensors / 320 chunks a launch for the
+    step, 96 tensors for the norm); bit-identical norms and steps run to run."""
+    torch.manual_seed(4)
+    shapes = [(i % 7 + 1, 1000 + 37 * i) for i in range(150)] + [(3_000_000,)]
+    ts = [torch.randn(s, device="cuda") for s in shapes]
+    norms = {tinycuda.multi_tensor_l2norm(ts).item() for _ in range(20)}
+    assert len(norms) == 1
+    want = torch.linalg.vector_norm(torch.cat([t.reshape(-1).double() for t in ts]))
+    torch.testing.assert_close(torch.tensor(norms.pop(), dtype=torch.float64), want.cpu(), rtol=1e-5, atol=0)
+    ours = [t.clone().requires_grad_() for t in ts]
+    ref = [t.clone().requires_grad_() for t in ts]
+    grads = [torch.randn_like(t) for t in ts]
+    _run(AdamW, ours, grads, 2, max_grad_norm=1.0, **KW)
+    _run(torch.optim.AdamW, ref, grads, 2, clip=1.0, **KW)
+    for p, r in zip(ours, ref):
+        torch.testing.assert_close(p, r, rtol=2e-6, atol=2e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_state_dict_loads_both_ways(device):
+    torch.manual_seed(5)
+    model = torch.nn.Linear(8, 4).to(device)
+    twin = torch.nn.Linear(8, 4).to(device)
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(16, 8, device=device)
+
+    def step(m, opt):
+        opt.zero_grad()
+        m(x).square().mean().backward()
+        opt.step()
+
+    ours, theirs = AdamW(model.parameters(), **KW), torch.optim.AdamW(twin.parameters(), foreach=False, **KW)
+    for _ in range(2):
+        step(model, ours), step(twin, theirs)
+    # swap: each optimizer continues from the other's state
+    ours2, theirs2 = AdamW(model.parameters(), **KW), torch.optim.AdamW(twin.parameters(), foreach=False, **KW)
+    ours2.load_state_dict(theirs.state_dict())
+    theirs2.load_state_dict(ours.state_dict())
+    for _ in range(2):
+        step(model, ours2), step(twin, theirs2)
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_compiles_and_opchecks():
+    ps = [torch.randn(5, 3), torch.randn(7)]
+    gs = [torch.randn_like(p) for p in ps]
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    torch.library.opcheck(torch.ops.tinycuda.adamw_.default, (ps, gs, ms, vs),
+                          dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1))
+    torch.library.opcheck(torch.ops.tinycuda.multi_tensor_l2norm.default, (gs,))
+
+    def step(ps, gs, ms, vs):
+        norm = tinycuda.multi_tensor_l2norm(gs)
+        tinycuda.adamw_(ps, gs, ms, vs, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1,
+                        grad_norm=norm, max_grad_norm=1.0)
+        return norm
+
+    eager = [[t.clone() for t in ts] for ts in (ps, gs, ms, vs)]
+    compiled = [[t.clone() for t in ts] for ts in (ps, gs, ms, vs)]
+    assert torch.equal(step(*eager), torch.compile(step, fullgraph=True)(*compiled))
+    for a, b in zip(eager[0] + eager[2] + eager[3], compiled[0] + compiled[2] + compiled[3]):
+        assert torch.equal(a, b)
+
+
+def test_errors():
+    p, g = torch.randn(4), torch.randn(4)
+    m, v = torch.zeros(4), torch.zeros(4)
+    kw = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, step=1)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: params, grads, exp_avgs and exp_avg_sqs"):
+        tinycuda.adamw_([p], [g, g], [m], [v], **kw)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: grads\[0\] has dtype Double"):
+        tinycuda.adamw_([p], [g.double()], [m], [v], **kw)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: exp_avgs\[0\] must be contiguous"):
+        tinycuda.adamw_([p], [g], [torch.zeros(4, 2)[:, 0]], [v], **kw)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: grads\[0\], exp_avgs\[0\] and exp_avg_sqs\[0\] must "
+                                           r"have params\[0\]'s shape \[4\]"):
+        tinycuda.adamw_([p], [torch.randn(5)], [m], [v], **kw)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: step must be >= 1"):
+        tinycuda.adamw_([p], [g], [m], [v], **{**kw, "step": 0})
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: beta2 must be in \[0, 1\)"):
+        tinycuda.adamw_([p], [g], [m], [v], **{**kw, "beta2": 1.0})
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: grad_norm must be one Float value"):
+        tinycuda.adamw_([p], [g], [m], [v], **kw, grad_norm=torch.ones(2), max_grad_norm=1.0)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: max_grad_norm must be > 0"):
+        tinycuda.adamw_([p], [g], [m], [v], **kw, grad_norm=torch.ones(()), max_grad_norm=0.0)
+    with pytest.raises(RuntimeError, match=r"tinycuda::multi_tensor_l2norm: tensors must hold at least one"):
+        tinycuda.multi_tensor_l2norm([])
+    with pytest.raises(RuntimeError, match=r"tinycuda::multi_tensor_l2norm: tensors\[1\] has dtype Half"):
+        tinycuda.multi_tensor_l2norm([g, g.half()])
+    for bad in (dict(amsgrad=True), dict(maximize=True), dict(lr=-1.0), dict(max_grad_norm=0.0)):
+        with pytest.raises(ValueError, match="tinycuda.optim.AdamW"):
+            AdamW([torch.nn.Parameter(p)], **bad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_capi_bit_for_bit(device):
+    """tinycuda.capi's adamw_ and multi_tensor_l2norm (NumPy arrays on the CPU, torch tensors on CUDA) write
+    the torch ops' bits; their argument errors name the op."""
+    from tinycuda import capi
+    torch.manual_seed(6)
+    for dtype in (torch.float32, torch.float16) + ((torch.bfloat16,) if device == "cuda" else ()):
+        lists = [[torch.randn(s, device=device).to(dtype).abs() for s in SHAPES] for _ in range(4)]
+        ours = [[t.clone() for t in ts] for ts in lists]
+        conv = (lambda t: t.numpy()) if device == "cpu" else (lambda t: t)
+        norm = tinycuda.multi_tensor_l2norm(lists[1])
+        got = capi.multi_tensor_l2norm([conv(t) for t in ours[1]])
+        assert torch.equal(torch.as_tensor(got, device=device), norm)
+        kw = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, step=2, max_grad_norm=1.0)
+        tinycuda.adamw_(*lists, grad_norm=norm, **kw)
+        capi.adamw_(*([conv(t) for t in ts] for ts in ours), grad_norm=conv(norm), **kw)
+        for a, b in zip(sum(ours, []), sum(lists, [])):
+            assert torch.equal(a, b)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.adamw_: params, grads, exp_avgs and exp_avg_sqs must"):
+        capi.adamw_([np.zeros(2, np.float32)], [], [], [], 1e-3, 0.9, 0.99, 1e-8, 0.0, 1)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.adamw_: grad_norm must be one float32 value"):
+        a = np.zeros(2, np.float32)
+        capi.adamw_([a], [a], [a.copy()], [a.copy()], 1e-3, 0.9, 0.99, 1e-8, 0.0, 1, grad_norm=np.zeros(2),
+                    max_grad_norm=1.0)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.multi_tensor_l2norm: tensors must hold at least one"):
+        capi.multi_tensor_l2norm([])
