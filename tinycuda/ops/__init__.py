@@ -23,3 +23,7 @@ for _m in pkgutil.iter_modules(__path__):
         globals()[_name] = getattr(_mod, _name)
     __all__ += _mod.__all__
 __all__.sort()
+
+from . import _autocast  # noqa: E402  (after the families: it names their ops)
+
+_autocast.register()
