@@ -1,0 +1,81 @@
+"""Where a tinycuda GPT training step spends its GPU time, and which of its
+kernels are not tinycuda's.
+
+    python scripts/gpt_profile.py --preset gpt2 --batch-size 16 [--json out.json]
+
+Runs warm-up steps, then one step (forward, backward, clipping, AdamW) under
+torch.profiler. A kernel is tinycuda's when a tinycuda:: op launched it and it
+is not a library's (cuBLAS, cuDNN, CUTLASS); every other kernel is listed with
+the op it ran under. Memcpy and memset are reported apart.
+"""
+import argparse
+import collections
+import json
+import sys
+
+import torch
+
+sys.path.insert(0, ".")
+from tinycuda import gpt  # noqa: E402
+
+LIBRARY = ("nvjet", "xmma", "cutlass", "cublas", "cudnn", "gemm", "sm90_", "sm80_", "ampere_")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--preset", default="gpt2")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--json")
+    a = p.parse_args()
+    args = argparse.Namespace(preset=a.preset, n_layer=None, n_head=None, n_embd=None, context=None, lr=6e-4,
+                              weight_decay=0.1, warmup=10, steps=100, grad_clip=1.0)
+    cfg = gpt.config_from(args)
+    model = gpt.build(cfg, "tinycuda", "cuda", 0)
+    opt = gpt._optimizer(model, args, "tinycuda")
+    batches = gpt.Batches(gpt.load_text(), a.batch_size, cfg.context, 0)
+
+    def step(i):
+        x, y = (torch.from_numpy(t).cuda() for t in batches.training(i))
+        with torch.autocast("cuda", torch.bfloat16):
+            loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gpt.clip(model, opt, args)
+        opt.step()
+
+    for i in range(a.warmup):
+        step(i)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        step(a.warmup)
+        torch.cuda.synchronize()
+
+    # each kernel's launching op: the innermost op event whose CPU range holds the launch
+    ops = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU
+                  and not e.name.startswith(("cuda", "cudaLaunch"))), key=lambda e: e.time_range.start)
+    total = collections.Counter()
+    foreign = collections.Counter()
+    for e in ops:
+        for k in e.kernels:
+            us = k.duration
+            kind = ("memcpy/memset" if k.name.startswith(("Memcpy", "Memset")) else
+                    "tinycuda" if e.name.startswith("tinycuda::") and not any(s in k.name.lower() for s in LIBRARY)
+                    else "other")
+            total[kind] += us
+            if kind == "other":
+                foreign[(e.name, k.name[:90])] += us
+    step_us = sum(total.values())
+    print(f"step: {step_us / 1e3:.2f} ms of kernels; " + ", ".join(f"{k} {v / step_us:.1%}" for k, v in total.items()))
+    print("kernels not tinycuda's (op -> kernel: ms):")
+    for (op, name), us in foreign.most_common(40):
+        print(f"  {us / 1e3:8.3f}  {op:40s} {name}")
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=60))
+    if a.json:
+        json.dump({"total_us": dict(total), "foreign": [[op, k, us] for (op, k), us in foreign.most_common()]},
+                  open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""`tinycuda gpt train` and `tinycuda gpt generate`: a GPT-2-style model
+(tinycuda.nn.gpt) trained on bytes of text, by default 1.57 MB of
+Shakespeare shipped in the package (tinycuda/data/README.md says where from).
+
+    train     --backend tinycuda|torch|compile|all: the same model, seed and
+              batches on tinycuda's kernels, torch's, or torch.compile's; a
+              progress bar with loss, tokens/s and (on a known GPU) MFU, a
+              validation loss every --eval-every steps, a summary table, and
+              with --plot a PNG of the loss curves. --save writes a checkpoint
+              (config, model, optimizer, step) that --resume continues and that
+              loads into the model on any backend.
+    generate  a checkpoint's model, a prompt, KV-cache decoding, temperature
+              and top-k sampling; tokens/s.
+
+Tokens are bytes (ids 0-255): no tokenizer to download, any UTF-8 file works
+(--data). On CUDA the forward runs under torch.autocast (bfloat16), the
+parameters and the optimizer stay float32; on the CPU everything is float32.
+AdamW (betas 0.9, 0.95; weight decay on the matrices only; tinycuda.optim's
+multi-tensor kernel with the clipping inside its pass on the tinycuda
+backend, torch.optim's after clip_grad_norm_ on the others), linear warm-up
+then cosine decay to a tenth, gradient-norm clipping at 1.
+"""
+import dataclasses
+import json
+import lzma
+import math
+import pathlib
+import time
+
+import numpy as np
+
+BACKENDS = ("tinycuda", "torch", "compile")
+DATA = pathlib.Path(__file__).parent / "data" / "shakespeare.txt.xz"
+# dense bf16 tensor-core peaks, for MFU (NVIDIA's datasheets, SXM parts)
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+
+
+def add_arguments(p):
+    sub = p.add_subparsers(dest="gpt_command", required=True)
+    t = sub.add_parser("train", help="train the GPT on text (default: Shakespeare, shipped)")
+    t.add_argument("--backend", choices=BACKENDS + ("all",), default="tinycuda")
+    t.add_argument("--preset", choices=("tiny", "gpt2"), default="tiny",
+                   help="tiny: 2 layers of 128 (a CPU minute); gpt2: GPT-2 124M's shape")
+    for name in ("n_layer", "n_head", "n_embd", "context"):
+        t.add_argument("--" + name.replace("_", "-"), type=int, help=f"override the preset's {name}")
+    t.add_argument("--steps", type=int, default=300)
+    t.add_argument("--batch-size", type=int, default=16)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--warmup", type=int, default=20, help="steps of linear warm-up")
+    t.add_argument("--weight-decay", type=float, default=0.1)
+    t.add_argument("--grad-clip", type=float, default=1.0)
+    t.add_argument("--eval-every", type=int, default=50)
+    t.add_argument("--eval-batches", type=int, default=4)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    t.add_argument("--data", metavar="FILE", help="any UTF-8 text (default: the shipped Shakespeare)")
+    t.add_argument("--save", metavar="FILE", help="checkpoint at the end (with --backend all, one per backend: "
+                   "FILE's stem + _<backend>)")
+    t.add_argument("--resume", metavar="FILE", help="continue a checkpoint up to --steps")
+    t.add_argument("--plot", metavar="PNG", help="loss curves of every backend run (needs matplotlib)")
+    t.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    g = sub.add_parser("generate", help="sample text from a checkpoint")
+    g.add_argument("checkpoint")
+    g.add_argument("--prompt", default="\n")
+    g.add_argument("--tokens", type=int, default=200, help="new tokens (bytes) per sample")
+    g.add_argument("--batch-size", type=int, default=1, help="samples decoded together")
+    g.add_argument("--temperature", type=float, default=0.8)
+    g.add_argument("--top-k", type=int, default=40)
+    g.add_argument("--kernels", choices=("tinycuda", "torch"), default="tinycuda")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+
+
+def run(args):
+    return train(args) if args.gpt_command == "train" else generate(args)
+
+
+# ---------------------------------------------------------------------------
+# data: bytes of text, random windows (the same for every backend)
+
+def load_text(path=None):
+    raw = pathlib.Path(path).read_bytes() if path else lzma.decompress(DATA.read_bytes())
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+class Batches:
+    """Windows of context + 1 bytes: the first 90% of the text for training, the
+    rest for validation. Step s's training windows come from a generator seeded
+    with (seed, s), so a resumed run sees the batches the whole run would have;
+    the validation windows are fixed."""
+
+    def __init__(self, data, batch, context, seed):
+        if len(data) < 2 * (context + 1) * 10:
+            raise ValueError(f"gpt: the text has {len(data)} bytes, too few for a context of {context}")
+        cut = len(data) * 9 // 10
+        self.train, self.val = data[:cut], data[cut:]
+        self.batch, self.context = batch, context
+        self.seed = seed
+        self.val_offsets = np.random.default_rng(12345).integers(0, len(self.val) - context - 1, (64, batch))
+
+    def _windows(self, data, offsets):
+        w = np.stack([data[o:o + self.context + 1] for o in offsets]).astype(np.int64)
+        return w[:, :-1], w[:, 1:]
+
+    def training(self, step):
+        rng = np.random.default_rng((self.seed, step))
+        return self._windows(self.train, rng.integers(0, len(self.train) - self.context - 1, self.batch))
+
+    def validation(self, i):
+        return self._windows(self.val, self.val_offsets[i % len(self.val_offsets)])
+
+
+# ---------------------------------------------------------------------------
+# training
+
+def config_from(args):
+    from .nn.gpt import PRESETS
+    cfg = dataclasses.replace(PRESETS[args.preset])
+    for name in ("n_layer", "n_head", "n_embd", "context"):
+        if getattr(args, name) is not None:
+            cfg = dataclasses.replace(cfg, **{name: getattr(args, name)})
+    return cfg
+
+
+def _device(choice):
+    import torch
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpt: --device cuda but torch sees no GPU")
+    return choice
+
+
+def _sync(device):
+    import torch
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _peak_flops(device):
+    import torch
+    if device != "cuda":
+        return None
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in PEAK_BF16.items() if k in name), None)
+
+
+def flops_per_token(model):
+    """Training FLOPs a token: 6 per parameter (forward + backward) plus
+    attention's 12 n_layer context n_embd (PaLM's appendix B, as nanoGPT counts)."""
+    c = model.cfg
+    return 6 * model.num_params() + 12 * c.n_layer * c.context * c.n_embd
+
+
+def _optimizer(model, args, backend):
+    """AdamW, weight decay on the matrices only; tinycuda's clips inside its
+    step (max_grad_norm), torch's after clip_grad_norm_ (see `clip`)."""
+    import torch
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    if backend == "tinycuda":
+        from .optim import AdamW
+        return AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=args.grad_clip)
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
+
+
+def clip(model, opt, args):
+    """clip_grad_norm_ where the optimizer does not clip itself."""
+    import torch
+    if not hasattr(opt, "max_grad_norm"):
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+
+
+def _lr(step, args):
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    t = (step - args.warmup) / max(1, args.steps - args.warmup)
+    return args.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, t))))
+
+
+def build(cfg, backend, device, seed):
+    """The model on `backend`'s kernels, its weights drawn from `seed` (the same for every backend)."""
+    import torch
+    from .nn.gpt import GPT
+    torch.manual_seed(seed)
+    model = GPT(cfg, kernels="tinycuda" if backend == "tinycuda" else "torch").to(device)
+    return model
+
+
+def train_one(backend, cfg, args, text, device, progress=None):
+    import torch
+    model = build(cfg, backend, device, args.seed)
+    opt = _optimizer(model, args, backend)
+    step0 = 0
+    if args.resume:
+        ck = torch.load(args.resume, map_location=device, weights_only=True)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        step0 = ck["step"]
+        if step0 >= args.steps:
+            raise SystemExit(f"gpt: {args.resume} is at step {step0} already; ask for more --steps")
+    forward = torch.compile(model) if backend == "compile" else model
+    batches = Batches(text, args.batch_size, cfg.context, args.seed)
+    amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+
+    def loss_of(x, y):
+        with amp:
+            return forward(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)).float()
+
+    def validate():
+        with torch.no_grad():
+            return float(sum(loss_of(*batches.validation(i)) for i in range(args.eval_batches)) / args.eval_batches)
+
+    per_token = flops_per_token(model)
+    peak = _peak_flops(device)
+    tokens = args.batch_size * cfg.context
+    log = {"backend": backend, "steps": [], "loss": [], "val_steps": [], "val_loss": [], "seconds": []}
+    task = progress.add_task(backend, total=args.steps - step0) if progress else None
+    for step in range(step0, args.steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        for group in opt.param_groups:
+            group["lr"] = _lr(step, args)
+        loss = loss_of(*batches.training(step))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip(model, opt, args)
+        opt.step()
+        loss = float(loss.detach())  # syncs
+        dt = time.perf_counter() - t0
+        log["steps"].append(step)
+        log["loss"].append(loss)
+        log["seconds"].append(dt)
+        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
+            log["val_steps"].append(step)
+            log["val_loss"].append(validate())
+        if progress:
+            mfu = f"  MFU {per_token * tokens / dt / peak:5.1%}" if peak else ""
+            val = f"  val {log['val_loss'][-1]:.3f}" if log["val_loss"] else ""
+            progress.update(task, advance=1, description=f"{backend:8s} loss {loss:.3f}{val}  "
+                                                         f"{tokens / dt:,.0f} tok/s{mfu}")
+    if progress:
+        progress.remove_task(task)
+    # throughput over the steps after the first 10% (compilation, allocator and cuBLAS warm-up)
+    timed = log["seconds"][len(log["seconds"]) // 10:] or log["seconds"]
+    log["tokens_per_s"] = tokens * len(timed) / sum(timed)
+    log["mfu"] = per_token * log["tokens_per_s"] / peak if peak else None
+    log["params"] = model.num_params()
+    if args.save:
+        path = pathlib.Path(args.save)
+        if args.backend == "all":
+            path = path.with_name(f"{path.stem}_{backend}{path.suffix}")
+        torch.save({"config": dataclasses.asdict(cfg), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "step": args.steps}, path)
+        log["checkpoint"] = str(path)
+    return log
+
+
+def train(args):
+    import rich.console
+    import rich.progress
+    import rich.table
+    import torch
+
+    device = _device(args.device)
+    cfg = config_from(args)
+    text = load_text(args.data)
+    backends = BACKENDS if args.backend == "all" else (args.backend,)
+    console = rich.console.Console()
+    console.print(f"gpt: {cfg}  on {device}"
+                  f"{' (' + torch.cuda.get_device_name() + ', bf16 autocast)' if device == 'cuda' else ''}, "
+                  f"{len(text):,} bytes of text, batch {args.batch_size} x {cfg.context}, {args.steps} steps")
+    logs = []
+    with rich.progress.Progress(*rich.progress.Progress.get_default_columns(), console=console,
+                                transient=True) as progress:
+        for backend in backends:
+            log = train_one(backend, cfg, args, text, device, progress)
+            progress.console.print(f"{backend:8s} loss {log['loss'][0]:.3f} -> {log['loss'][-1]:.3f}, val "
+                                   f"{log['val_loss'][-1]:.3f}, {log['tokens_per_s']:,.0f} tokens/s")
+            logs.append(log)
+    table = rich.table.Table("backend", "params", "first loss", "final loss", "final val loss", "tokens/s", "MFU",
+                             title="tinycuda gpt train")
+    for log in logs:
+        table.add_row(log["backend"], f"{log['params'] / 1e6:.2f}M", f"{log['loss'][0]:.4f}",
+                      f"{log['loss'][-1]:.4f}", f"{log['val_loss'][-1]:.4f}", f"{log['tokens_per_s']:,.0f}",
+                      f"{log['mfu']:.1%}" if log["mfu"] is not None else "-")
+    console.print(table)
+    if args.plot:
+        plot(logs, args.plot)
+        console.print(f"loss curves: {args.plot}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"device": device, "config": dataclasses.asdict(cfg),
+                                                       "args": {k: v for k, v in vars(args).items()},
+                                                       "results": logs}, indent=1))
+    return 0
+
+
+def plot(logs, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise SystemExit("gpt: --plot needs matplotlib (pip install matplotlib)") from e
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for log in logs:
+        line, = ax.plot(log["steps"], log["loss"], lw=0.8, alpha=0.7, label=f"{log['backend']} train")
+        ax.plot(log["val_steps"], log["val_loss"], "o-", color=line.get_color(), label=f"{log['backend']} val")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats a byte)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------
+# generation
+
+def load_checkpoint(path, kernels, device):
+    import torch
+    from .nn.gpt import GPT, GPTConfig
+    ck = torch.load(path, map_location=device, weights_only=True)
+    model = GPT(GPTConfig(**ck["config"]), kernels=kernels).to(device)
+    model.load_state_dict(ck["model"])
+    return model.eval()
+
+
+def sample(model, prompt_ids, new_tokens, batch, temperature, top_k, generator):
+    """[batch, len(prompt) + new_tokens] ids: the prompt run once into the KV
+    cache, then one token a step."""
+    import torch
+    device = model.lm_head.weight.device
+    idx = torch.tensor(prompt_ids, dtype=torch.int64, device=device).repeat(batch, 1)
+    total = idx.shape[1] + new_tokens
+    if total > model.cfg.context:
+        raise SystemExit(f"gpt generate: prompt + tokens = {total} exceeds the model's context ({model.cfg.context})")
+    cache = model.new_cache(batch)
+    out = [idx]
+    logits = model.decode(idx, cache, 0)
+    pos = idx.shape[1]
+    for _ in range(new_tokens):
+        logits = logits.float() / max(temperature, 1e-6)
+        if top_k:
+            kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+        out.append(nxt)
+        logits = model.decode(nxt, cache, pos)
+        pos += 1
+    return torch.cat(out, 1)
+
+
+def generate(args):
+    import torch
+    device = _device(args.device)
+    model = load_checkpoint(args.checkpoint, args.kernels, device)
+    prompt = list(args.prompt.encode("utf-8"))
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+    with amp:
+        _sync(device)
+        t0 = time.perf_counter()
+        ids = sample(model, prompt, args.tokens, args.batch_size, args.temperature, args.top_k, gen)
+        _sync(device)
+        dt = time.perf_counter() - t0
+    for row in ids.tolist():
+        print(bytes(i if i < 256 else 63 for i in row).decode("utf-8", errors="replace"))  # 63: "?" for ids past the bytes
+        print("-" * 40)
+    print(f"{args.batch_size * args.tokens} tokens in {dt:.2f} s: {args.batch_size * args.tokens / dt:,.0f} tokens/s "
+          f"({args.kernels} kernels, batch {args.batch_size}, {device})")
+    return 0

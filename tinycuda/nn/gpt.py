@@ -1,0 +1,214 @@
+"""A GPT-2-style decoder: token and position embeddings, pre-LayerNorm blocks of
+causal self-attention and a GELU (tanh) MLP, a final LayerNorm and an LM head
+tied to the token embedding (Radford et al. 2019; the module names are
+nanoGPT's and Hugging Face's GPT-2 `transformer.*` names, with torch.nn.Linear
+weights [out, in]).
+
+The parameters live in plain torch.nn modules, so a state_dict is the same
+whichever kernels run the model and loads into the model built on torch's. What
+runs the forward and backward is a kernel set (`kernels=`):
+
+    tinycuda  every op a tinycuda kernel: embedding, layer_norm, linear,
+              linear_act (bias + GELU in the GEMM's epilogue), flash_attention,
+              add (the residual stream), fused_linear_cross_entropy (the head
+              and the loss without the [tokens, vocab] logits)
+    torch     torch.nn.functional: the baseline (torch.compile it for the
+              compiled baseline)
+
+`forward(idx, targets)` returns the mean loss; `forward(idx)` the logits of
+the last position. `decode(idx, cache, pos)` runs positions pos.. of a KV cache
+(`new_cache`) for generation.
+"""
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["GPT", "GPTConfig", "PRESETS"]
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    vocab_size: int = 256   # the byte tokenizer's
+    context: int = 128      # longest sequence (the position table's rows)
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 128
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"GPTConfig: n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+
+
+PRESETS = {
+    # trains to a visibly lower loss on 2 CPU cores in about a minute
+    "tiny": GPTConfig(),
+    # GPT-2 124M's shape; the vocabulary padded to 50,304 (a multiple of 128) as
+    # llm.c and nanoGPT pad 50,257 (the byte tokenizer uses the first 256 ids)
+    "gpt2": GPTConfig(vocab_size=50304, context=1024, n_layer=12, n_head=12, n_embd=768),
+}
+
+
+# ---------------------------------------------------------------------------
+# kernel sets: the few functions the model's forward calls
+
+class _TorchKernels:
+    name = "torch"
+    embedding = staticmethod(F.embedding)
+    linear = staticmethod(F.linear)
+    add = staticmethod(torch.add)
+
+    @staticmethod
+    def layer_norm(x, ln):
+        return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+
+    @staticmethod
+    def linear_gelu(x, weight, bias):
+        return F.gelu(F.linear(x, weight, bias), approximate="tanh")
+
+    @staticmethod
+    def attention(q, k, v):
+        """q, k, v [B, T, H, D] -> [B, T, H, D]; causal aligned bottom-right (only
+        T_q == T_k, or one query seeing every key, occur here)."""
+        causal = q.shape[1] == k.shape[1]
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal)
+        return y.transpose(1, 2)
+
+    @staticmethod
+    def loss(h, weight, targets):
+        return F.cross_entropy(F.linear(h, weight).float(), targets)
+
+
+class _TinycudaKernels:
+    name = "tinycuda"
+
+    def __init__(self):
+        from .. import ops
+        self.ops = ops
+
+    def embedding(self, idx, weight):
+        return self.ops.embedding(idx, weight)
+
+    def linear(self, x, weight, bias=None):
+        return self.ops.linear(x, weight, bias)
+
+    def add(self, a, b):
+        return self.ops.add(a, b)
+
+    def layer_norm(self, x, ln):
+        return self.ops.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+
+    def linear_gelu(self, x, weight, bias):
+        return self.ops.linear_act(x, weight, bias, "gelu_tanh")
+
+    def attention(self, q, k, v):
+        # [B, T, H, D] views of the qkv product are read in place; causal is
+        # bottom-right aligned (FlashAttention's), so one new query sees the cache
+        return self.ops.flash_attention(q, k, v, causal=True)
+
+    def loss(self, h, weight, targets):
+        return self.ops.fused_linear_cross_entropy(h, weight, targets)
+
+
+def kernel_set(name):
+    if name == "torch":
+        return _TorchKernels()
+    if name == "tinycuda":
+        return _TinycudaKernels()
+    raise ValueError(f"GPT: kernels must be 'tinycuda' or 'torch', got {name!r}")
+
+
+# ---------------------------------------------------------------------------
+# the model
+
+class Block(torch.nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        c = cfg.n_embd
+        self.n_head = cfg.n_head
+        self.ln_1 = torch.nn.LayerNorm(c)
+        self.attn = torch.nn.Module()
+        self.attn.c_attn = torch.nn.Linear(c, 3 * c)
+        self.attn.c_proj = torch.nn.Linear(c, c)
+        self.ln_2 = torch.nn.LayerNorm(c)
+        self.mlp = torch.nn.Module()
+        self.mlp.c_fc = torch.nn.Linear(c, 4 * c)
+        self.mlp.c_proj = torch.nn.Linear(4 * c, c)
+
+    def forward(self, x, K, cache=None, pos=0):
+        B, T, C = x.shape
+        qkv = K.linear(K.layer_norm(x, self.ln_1), self.attn.c_attn.weight, self.attn.c_attn.bias)
+        q, k, v = qkv.view(B, T, 3, self.n_head, C // self.n_head).unbind(2)
+        if cache is not None:  # [B, context, H, D] each; positions pos.. are new
+            cache[0][:, pos:pos + T] = k
+            cache[1][:, pos:pos + T] = v
+            k, v = cache[0][:, :pos + T], cache[1][:, :pos + T]
+        y = K.attention(q, k, v).reshape(B, T, C)
+        x = K.add(x, K.linear(y, self.attn.c_proj.weight, self.attn.c_proj.bias))
+        h = K.linear_gelu(K.layer_norm(x, self.ln_2), self.mlp.c_fc.weight, self.mlp.c_fc.bias)
+        return K.add(x, K.linear(h, self.mlp.c_proj.weight, self.mlp.c_proj.bias))
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, cfg, kernels="tinycuda"):
+        super().__init__()
+        self.cfg = cfg
+        self.kernels = kernel_set(kernels)
+        self.transformer = torch.nn.Module()
+        self.transformer.wte = torch.nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.transformer.wpe = torch.nn.Embedding(cfg.context, cfg.n_embd)
+        self.transformer.h = torch.nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.transformer.ln_f = torch.nn.LayerNorm(cfg.n_embd)
+        self.lm_head = torch.nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied
+        # GPT-2's init: N(0, 0.02), the projections into the residual stream
+        # scaled by 1/sqrt(2 n_layer), biases 0, LayerNorms 1 and 0
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                torch.nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
+            elif name.endswith(".weight") and p.dim() == 2:
+                torch.nn.init.normal_(p, 0.0, 0.02)
+            elif name.endswith(".bias"):
+                torch.nn.init.zeros_(p)
+
+    def num_params(self):
+        """Parameters without the position table (GPT-2's count: 124M for its preset)."""
+        return sum(p.numel() for p in self.parameters()) - self.transformer.wpe.weight.numel()
+
+    def _hidden(self, idx, caches=None, pos=0):
+        K, t = self.kernels, self.transformer
+        T = idx.shape[1]
+        if pos + T > self.cfg.context:
+            raise ValueError(f"GPT: positions up to {pos + T} exceed the context ({self.cfg.context})")
+        positions = torch.arange(pos, pos + T, device=idx.device)
+        x = K.add(K.embedding(idx, t.wte.weight), K.embedding(positions, t.wpe.weight))
+        for i, block in enumerate(t.h):
+            x = block(x, K, None if caches is None else caches[i], pos)
+        return K.layer_norm(x, t.ln_f)
+
+    def forward(self, idx, targets=None):
+        """idx [B, T] int64 token ids. With targets [B, T]: the mean next-token
+        loss (float32). Without: the logits of the last position [B, vocab]."""
+        h = self._hidden(idx)
+        if targets is None:
+            return self.kernels.linear(h[:, -1], self.lm_head.weight)
+        return self.kernels.loss(h.reshape(-1, h.shape[-1]), self.lm_head.weight, targets.reshape(-1))
+
+    def new_cache(self, batch, dtype=None, device=None):
+        """Per layer, (k, v) [batch, context, heads, head_dim] for decode()."""
+        p = self.lm_head.weight
+        shape = (batch, self.cfg.context, self.cfg.n_head, self.cfg.n_embd // self.cfg.n_head)
+        return [(torch.empty(shape, dtype=dtype or p.dtype, device=device or p.device),
+                 torch.empty(shape, dtype=dtype or p.dtype, device=device or p.device))
+                for _ in range(self.cfg.n_layer)]
+
+    @torch.no_grad()
+    def decode(self, idx, cache, pos):
+        """Logits [B, vocab] of the last of positions pos .. pos + T - 1 (idx
+        [B, T]), whose keys and values join the cache. The prompt goes in whole
+        at pos = 0, then one token a call."""
+        if pos and idx.shape[1] != 1:
+            raise ValueError("GPT.decode: after the prompt (pos > 0) one token a call")
+        h = self._hidden(idx, cache, pos)
+        return self.kernels.linear(h[:, -1], self.lm_head.weight)
