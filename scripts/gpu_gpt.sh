@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The GPT's GPU checks, by stage (one device call each; the build stays warm
+# between calls made within the machine's idle window):
+#   build   make install (sm_90a only; ~9 min on the H100's 16 cores)
+#   test    the GPT's families (embedding, adamw, autocast, gpt) with their
+#           op-table entries, then compute-sanitizer memcheck and racecheck
+#           over their CUDA tests
+#   bench   GPT-2 124M tokens/s per backend, the profile of a tinycuda step,
+#           and `tinycuda bench embedding`
+# Logs in $OUT (the device tool's return folder) or ./out.
+set -uo pipefail
+OUT=${OUT:-out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+FAMILIES="tests/test_embedding.py tests/test_adamw.py tests/test_autocast.py tests/test_gpt.py"
+SELECT="embedding or adamw or l2norm"
+case "$1" in
+build)
+  ( time make install ) > "$OUT/build.log" 2>&1; rc=$?; tail -4 "$OUT/build.log"; exit $rc ;;
+test)
+  python3 -m pytest -q -n 16 -p no:cacheprovider $FAMILIES 2>&1 | tee "$OUT/test_families.log" | tail -4
+  python3 -m pytest -q -n 16 -p no:cacheprovider tests/test_ops.py tests/test_capi.py -k "$SELECT" 2>&1 |
+    tee "$OUT/test_ops.log" | tail -4
+  SAN="compute-sanitizer --error-exitcode 1"
+  MARK="cuda and not device_assert and not compile and not large"
+  $SAN --tool memcheck python3 -m pytest -q -p no:cacheprovider tests/test_embedding.py tests/test_adamw.py \
+    tests/test_ops.py -k "$SELECT" -m "$MARK" 2>&1 |
+    tee "$OUT/memcheck.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
+  $SAN --tool racecheck python3 -m pytest -q -p no:cacheprovider tests/test_embedding.py tests/test_ops.py \
+    -k "($SELECT) and (float32 or bfloat16)" -m "$MARK" 2>&1 |
+    tee "$OUT/racecheck.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3 ;;
+bench)
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+  python3 -m tinycuda gpt train --preset gpt2 --backend all --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 \
+    --eval-batches 1 --json "$OUT/gpt2.json" 2>&1 | tee "$OUT/gpt2.log" | tail -12
+  python3 scripts/gpt_profile.py --json "$OUT/profile.json" > "$OUT/profile.log" 2>&1; head -40 "$OUT/profile.log"
+  python3 -m tinycuda bench embedding --shapes large --json "$OUT/bench_embedding.json" 2>&1 | tail -8 ;;
+esac
