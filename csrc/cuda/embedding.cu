@@ -133,7 +133,7 @@ struct Sums {
 
 template <class A, int VEC> __device__ __forceinline__ void clear(Vec<A, VEC>& a) {
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) a.v[k] = A(0);
+  for (int k = 0; k < VEC; ++k) a.v[k] = A{};  // +0; A(0) is no __half under torch's NO_HALF_CONVERSIONS
 }
 
 template <class T, int VEC>
