@@ -2,6 +2,8 @@
 torch.optim.AdamW (with clip_grad_norm_ for max_grad_norm),
 multi_tensor_l2norm against a float64 norm, determinism, state_dict exchange
 with torch's optimizer, and bad input."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -78,7 +80,11 @@ def test_half_types_closer_to_float64_than_torch(device, dtype):
     _run(torch.optim.AdamW, exact, [g.double() for g in grads], 3, foreach=False, **KW)
     flat = [torch.cat([t.detach().double().reshape(-1) for t in ts]) for ts in (ours, ref, exact)]
     ours_err, torch_err = ((flat[0] - flat[2]).abs().max().item(), (flat[1] - flat[2]).abs().max().item())
-    assert ours_err <= 2 * torch_err, (ours_err, torch_err)
+    # torch's own 16-bit step can be NaN (torch 2.11's CPU float16: eps = 1e-8 is 0 there, and 0 / 0 where
+    # v underflows); then ours must still be within a few roundings of float64
+    one_rounding = torch.finfo(dtype).eps * (flat[2].abs().max().item() + 0.3)
+    bound = 2 * torch_err if math.isfinite(torch_err) else 4 * one_rounding
+    assert ours_err <= bound, (ours_err, torch_err)
 
 
 @pytest.mark.parametrize("device", DEVICES)
