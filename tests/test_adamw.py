@@ -116,7 +116,8 @@ def test_cuda_deterministic_and_many_tensors():
     """More tensors and chunks than one launch carries (24 tensors / 320 chunks a launch for the
     step, 96 tensors for the norm); bit-identical norms and steps run to run."""
     torch.manual_seed(4)
-    shapes = [(i % 7 + 1, 1000 + 37 * i) for i in range(150)] + [(3_000_000,)]
+    # the 6M-element tensor spans 367 chunks: cut across two launches of each kernel
+    shapes = [(i % 7 + 1, 1000 + 37 * i) for i in range(150)] + [(3_000_000,), (6_000_000,)]
     ts = [torch.randn(s, device="cuda") for s in shapes]
     norms = {tinycuda.multi_tensor_l2norm(ts).item() for _ in range(20)}
     assert len(norms) == 1
@@ -207,6 +208,12 @@ def test_errors():
     for bad in (dict(amsgrad=True), dict(maximize=True), dict(lr=-1.0), dict(max_grad_norm=0.0)):
         with pytest.raises(ValueError, match="tinycuda.optim.AdamW"):
             AdamW([torch.nn.Parameter(p)], **bad)
+    opt = AdamW([torch.nn.Parameter(p)])
+    opt.add_param_group({"params": [torch.nn.Parameter(g)], "amsgrad": True})
+    for q in (pq for group in opt.param_groups for pq in group["params"]):
+        q.grad = torch.ones_like(q)
+    with pytest.raises(ValueError, match=r"tinycuda.optim.AdamW: amsgrad=True \(in a param group\)"):
+        opt.step()
 
 
 @pytest.mark.parametrize("device", DEVICES)

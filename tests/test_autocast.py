@@ -62,3 +62,10 @@ def test_autocast_compiles():
     f = torch.compile(lambda x, w: tinycuda.linear(x, w), fullgraph=True)
     with torch.autocast("cpu", torch.bfloat16):
         assert torch.equal(f(x, w), tinycuda.linear(x.bfloat16(), w.bfloat16()))
+
+
+def test_float64_left_alone():
+    """As torch's autocast: float64 inputs keep their dtype (the op then sees float64 and float32 mixed, and says so)."""
+    x, w = torch.randn(4, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
+    with torch.autocast("cpu", torch.bfloat16):
+        assert tinycuda.linear(x, w).dtype == torch.float64

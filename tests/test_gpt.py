@@ -38,16 +38,18 @@ def test_tinycuda_and_torch_train_alike_on_cpu(tmp_path):
 
 
 def test_resume_continues_exactly(tmp_path):
-    """20 steps, saved, resumed to 30 = 30 steps in one run (batches are a
-    function of the step; the optimizer state travels)."""
+    """A 30-step run checkpointing every 20 steps, resumed from step 20, repeats the run's last 10 losses
+    (batches are a function of the step; the optimizer state and the LR schedule travel)."""
     ck = tmp_path / "ck.pt"
-    whole = _train(tmp_path, "whole", "--steps", "30", "--device", "cpu")[0]
-    _train(tmp_path, "first", "--steps", "20", "--device", "cpu", "--save", str(ck))
-    rest = _train(tmp_path, "rest", "--steps", "30", "--device", "cpu", "--resume", str(ck))[0]
+    whole = _train(tmp_path, "whole", "--steps", "30", "--device", "cpu", "--save", str(ck), "--save-every", "20")[0]
+    assert (tmp_path / "ck_step20.pt").exists() and ck.exists()
+    rest = _train(tmp_path, "rest", "--steps", "30", "--device", "cpu", "--resume", str(tmp_path / "ck_step20.pt"))[0]
     assert rest["steps"] == list(range(20, 30))
     np.testing.assert_allclose(rest["loss"], whole["loss"][20:], rtol=1e-5)
-    with pytest.raises(SystemExit, match="at step 20 already"):
-        main(["gpt", "train", *SMALL, "--steps", "20", "--device", "cpu", "--resume", str(ck)])
+    # resumed past its schedule's end: the last rate (a tenth of lr), not a stretched cosine
+    assert gpt._lr(45, torch.load(ck, weights_only=True)["schedule"]) == pytest.approx(1e-4)
+    with pytest.raises(SystemExit, match="at step 30 already"):
+        main(["gpt", "train", *SMALL, "--steps", "30", "--device", "cpu", "--resume", str(ck)])
 
 
 def _save(tmp_path, steps):

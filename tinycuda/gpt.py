@@ -7,8 +7,9 @@ Shakespeare shipped in the package (tinycuda/data/README.md says where from).
               progress bar with loss, tokens/s and (on a known GPU) MFU, a
               validation loss every --eval-every steps, a summary table, and
               with --plot a PNG of the loss curves. --save writes a checkpoint
-              (config, model, optimizer, step) that --resume continues and that
-              loads into the model on any backend.
+              (config, model, optimizer, step, LR schedule; --save-every N
+              also every N steps) that --resume continues and that loads into
+              the model on any backend.
     generate  a checkpoint's model, a prompt, KV-cache decoding, temperature
               and top-k sampling; tokens/s.
 
@@ -48,7 +49,7 @@ def add_arguments(p):
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--warmup", type=int, default=20, help="steps of linear warm-up")
     t.add_argument("--weight-decay", type=float, default=0.1)
-    t.add_argument("--grad-clip", type=float, default=1.0)
+    t.add_argument("--grad-clip", type=float, default=1.0, help="max gradient norm (0: no clipping)")
     t.add_argument("--eval-every", type=int, default=50)
     t.add_argument("--eval-batches", type=int, default=4)
     t.add_argument("--seed", type=int, default=0)
@@ -56,7 +57,10 @@ def add_arguments(p):
     t.add_argument("--data", metavar="FILE", help="any UTF-8 text (default: the shipped Shakespeare)")
     t.add_argument("--save", metavar="FILE", help="checkpoint at the end (with --backend all, one per backend: "
                    "FILE's stem + _<backend>)")
-    t.add_argument("--resume", metavar="FILE", help="continue a checkpoint up to --steps")
+    t.add_argument("--save-every", type=int, metavar="N", help="also checkpoint every N steps, to --save's "
+                   "name + _step<k> (a run cut short resumes from the last)")
+    t.add_argument("--resume", metavar="FILE", help="continue a checkpoint up to --steps (its schedule: "
+                   "lr, warm-up and cosine length are the first run's)")
     t.add_argument("--plot", metavar="PNG", help="loss curves of every backend run (needs matplotlib)")
     t.add_argument("--json", metavar="FILE", help="write the results as JSON")
     g = sub.add_parser("generate", help="sample text from a checkpoint")
@@ -161,22 +165,26 @@ def _optimizer(model, args, backend):
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     if backend == "tinycuda":
         from .optim import AdamW
-        return AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=args.grad_clip)
+        return AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=args.grad_clip or None)
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
 
 
 def clip(model, opt, args):
     """clip_grad_norm_ where the optimizer does not clip itself."""
     import torch
-    if not hasattr(opt, "max_grad_norm"):
+    if args.grad_clip and not hasattr(opt, "max_grad_norm"):
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
 
 
-def _lr(step, args):
-    if step < args.warmup:
-        return args.lr * (step + 1) / args.warmup
-    t = (step - args.warmup) / max(1, args.steps - args.warmup)
-    return args.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, t))))
+def _lr(step, schedule):
+    """Linear warm-up, then cosine to a tenth at `steps`, a tenth after it. schedule: {lr, warmup, steps},
+    the first run's (a checkpoint keeps it: a resumed run with more --steps goes on at the last rate, not
+    on a cosine stretched mid-way)."""
+    lr, warmup, steps = schedule["lr"], schedule["warmup"], schedule["steps"]
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
 def build(cfg, backend, device, seed):
@@ -193,11 +201,14 @@ def train_one(backend, cfg, args, text, device, progress=None):
     model = build(cfg, backend, device, args.seed)
     opt = _optimizer(model, args, backend)
     step0 = 0
+    schedule = {"lr": args.lr, "warmup": args.warmup, "steps": args.steps}
     if args.resume:
-        ck = torch.load(args.resume, map_location=device, weights_only=True)
+        # on the CPU first: loaded onto the GPU, the optimizer's step counters would stay there
+        # (torch keeps them where they come), and reading them would sync once per parameter
+        ck = torch.load(args.resume, map_location="cpu", weights_only=True)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
-        step0 = ck["step"]
+        step0, schedule = ck["step"], ck["schedule"]
         if step0 >= args.steps:
             raise SystemExit(f"gpt: {args.resume} is at step {step0} already; ask for more --steps")
     forward = torch.compile(model) if backend == "compile" else model
@@ -221,7 +232,7 @@ def train_one(backend, cfg, args, text, device, progress=None):
         _sync(device)
         t0 = time.perf_counter()
         for group in opt.param_groups:
-            group["lr"] = _lr(step, args)
+            group["lr"] = _lr(step, schedule)
         loss = loss_of(*batches.training(step))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -235,6 +246,8 @@ def train_one(backend, cfg, args, text, device, progress=None):
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             log["val_steps"].append(step)
             log["val_loss"].append(validate())
+        if args.save and args.save_every and (step + 1) % args.save_every == 0 and step + 1 < args.steps:
+            save(_checkpoint_path(args, backend, step + 1), cfg, model, opt, step + 1, schedule)
         if progress:
             mfu = f"  MFU {per_token * tokens / dt / peak:5.1%}" if peak else ""
             val = f"  val {log['val_loss'][-1]:.3f}" if log["val_loss"] else ""
@@ -248,13 +261,23 @@ def train_one(backend, cfg, args, text, device, progress=None):
     log["mfu"] = per_token * log["tokens_per_s"] / peak if peak else None
     log["params"] = model.num_params()
     if args.save:
-        path = pathlib.Path(args.save)
-        if args.backend == "all":
-            path = path.with_name(f"{path.stem}_{backend}{path.suffix}")
-        torch.save({"config": dataclasses.asdict(cfg), "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "step": args.steps}, path)
-        log["checkpoint"] = str(path)
+        log["checkpoint"] = str(save(_checkpoint_path(args, backend), cfg, model, opt, args.steps, schedule))
     return log
+
+
+def _checkpoint_path(args, backend, step=None):
+    """--save's path; with --backend all, + _<backend>; a periodic one, + _step<k>."""
+    path = pathlib.Path(args.save)
+    suffix = (f"_{backend}" if args.backend == "all" else "") + (f"_step{step}" if step is not None else "")
+    return path.with_name(f"{path.stem}{suffix}{path.suffix}")
+
+
+def save(path, cfg, model, opt, step, schedule):
+    """The checkpoint: config, model and optimizer state, the step reached and the LR schedule."""
+    import torch
+    torch.save({"config": dataclasses.asdict(cfg), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "step": step, "schedule": schedule}, path)
+    return path
 
 
 def train(args):
@@ -337,19 +360,23 @@ def sample(model, prompt_ids, new_tokens, batch, temperature, top_k, generator):
     total = idx.shape[1] + new_tokens
     if total > model.cfg.context:
         raise SystemExit(f"gpt generate: prompt + tokens = {total} exceeds the model's context ({model.cfg.context})")
-    cache = model.new_cache(batch)
+    # the cache in the dtype k and v come in (bf16 under autocast): a float32 one would be cast whole
+    # again for every step's attention
+    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
+    cache = model.new_cache(batch, dtype=dtype)
     out = [idx]
     logits = model.decode(idx, cache, 0)
     pos = idx.shape[1]
-    for _ in range(new_tokens):
+    for i in range(new_tokens):
         logits = logits.float() / max(temperature, 1e-6)
         if top_k:
             kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
         out.append(nxt)
-        logits = model.decode(nxt, cache, pos)
-        pos += 1
+        if i + 1 < new_tokens:  # the last token's logits are not needed
+            logits = model.decode(nxt, cache, pos)
+            pos += 1
     return torch.cat(out, 1)
 
 

@@ -60,6 +60,9 @@ class AdamW(torch.optim.Optimizer):
             norm = self._grad_norm(with_grad)
             self.last_grad_norm = norm
         for group in self.param_groups:
+            for flag in ("amsgrad", "maximize", "capturable", "differentiable"):
+                if group.get(flag):  # set by add_param_group or a loaded state_dict: refused, not ignored
+                    raise ValueError(f"tinycuda.optim.AdamW: {flag}=True (in a param group) is not supported")
             beta1, beta2 = group["betas"]
             buckets = {}
             for p in group["params"]:

@@ -1,7 +1,7 @@
 // adamw and multi_tensor_l2norm on the CPU: a loop per tensor, threaded over
 // ranges of a tensor's elements; the norm sums kNormChunk-element chunks left
-// to right, then the chunks in order (the same partials CUDA makes, so the
-// order is fixed by the shapes, not the thread count).
+// to right, then the chunks in order (CUDA's chunks, each summed by a tree
+// there: the order is fixed by the shapes, not the thread count).
 #include <vector>
 
 #include "../shared/adamw_math.h"

@@ -108,7 +108,10 @@ class _TinycudaKernels:
         return self.ops.flash_attention(q, k, v, causal=True)
 
     def loss(self, h, weight, targets):
-        return self.ops.fused_linear_cross_entropy(h, weight, targets)
+        # the head's weight gradient summed over the chunks in float32 (under autocast the weight is bf16:
+        # its own dtype would round once a chunk, where torch's one GEMM rounds once)
+        accum = torch.float32 if weight.dtype != torch.float64 else None
+        return self.ops.fused_linear_cross_entropy(h, weight, targets, accum_dtype=accum)
 
 
 def kernel_set(name):

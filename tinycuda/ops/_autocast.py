@@ -2,8 +2,10 @@
 dtype)` the ops below take their floating inputs in the autocast dtype
 (bfloat16 or float16, read per call), as torch's own matmuls do, so a model
 whose parameters are float32 runs its GEMMs and attention on tensor cores and
-gets float32 gradients. The casts are torch's copies of the float32 weights,
-once per use, as for torch's own ops under autocast.
+gets float32 gradients. float64 inputs are left alone, as torch's autocast
+leaves them. The casts are torch's copies, one per use: unlike torch's own
+ops, whose casts of leaf weights autocast caches for the region, a weight
+used twice is cast twice.
 
 Unlike torch's autocast, which runs layer_norm in float32, the norms here run
 in the autocast dtype too: their kernels hold the statistics in float32
@@ -31,7 +33,8 @@ def _register(name, device):
     key = getattr(torch._C.DispatchKey, "Autocast" + torch._C._dispatch_key_for_device(device))
 
     def cast(t, dtype):
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type == device:
+        if isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.float16, torch.bfloat16) and \
+                t.device.type == device:
             return t.to(dtype)
         return t
 

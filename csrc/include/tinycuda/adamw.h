@@ -20,8 +20,9 @@
  * in float (double for float64), every buffer of one dtype (torch's default
  * state: exp_avg and exp_avg_sq as the parameter), each tensor contiguous.
  * The pointer arrays are host memory (of device pointers for CUDA); CUDA
- * passes them to its kernels as launch arguments: no copy, nothing to free,
- * and a CUDA graph can capture the step.
+ * passes them to its kernels as launch arguments: no copy and nothing to
+ * free (a CUDA graph captures the step, but replays it with the lr, step and
+ * pointers it was captured with).
  *
  * CUDA: the norm needs tc_multi_tensor_l2norm_workspace_size() bytes (one
  * partial sum a chunk of 16384 elements); the step needs none. */
