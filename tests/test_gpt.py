@@ -121,3 +121,23 @@ def test_data_and_presets():
         GPTConfig(n_embd=100, n_head=3)
     with pytest.raises(ValueError, match="kernels must be"):
         GPT(GPTConfig(), kernels="cudnn")
+
+
+def test_torchrun_ranks_train_as_one_process_with_their_batch(tmp_path):
+    """`torchrun --nproc-per-node 2 -m tinycuda gpt train` on the CPU (gloo): 2 ranks of batch 4 take the
+    halves of the global batch of 8 and DDP averages their gradients, so they train as one process with
+    batch 8 (losses equal to rounding), and end with identical replicas."""
+    import subprocess
+    import sys
+    two = tmp_path / "two.json"
+    common = [*SMALL, "--steps", "8", "--device", "cpu", "--eval-every", "4"]
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "tinycuda", "gpt", "train", *common, "--batch-size", "4", "--json", str(two)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 processes (DDP)" in r.stdout
+    ddp = json.loads(two.read_text())["results"][0]
+    one = _train(tmp_path, "one", *common, "--batch-size", "8")[0]
+    assert ddp["world_size"] == 2 and ddp["replicas_in_sync"]
+    np.testing.assert_allclose(ddp["loss"], one["loss"], rtol=2e-5)
+    np.testing.assert_allclose(ddp["val_loss"], one["val_loss"], rtol=2e-5)

@@ -13,6 +13,13 @@ Shakespeare shipped in the package (tinycuda/data/README.md says where from).
     generate  a checkpoint's model, a prompt, KV-cache decoding, temperature
               and top-k sampling; tokens/s.
 
+Several processes: `torchrun --nproc-per-node N -m tinycuda gpt train ...`
+trains data-parallel (torch's DistributedDataParallel: NCCL on GPUs, one per
+process, gloo on the CPU; the gradients' all-reduce overlaps the backward):
+each rank takes its share of a global batch of N x --batch-size windows, so N
+ranks train as one process with N times the batch. Rank 0 prints, plots and
+saves; tokens/s counts every rank's tokens, MFU is per GPU.
+
 Tokens are bytes (ids 0-255): no tokenizer to download, any UTF-8 file works
 (--data). On CUDA the forward runs under torch.autocast (bfloat16), the
 parameters and the optimizer stay float32; on the CPU everything is float32.
@@ -91,7 +98,8 @@ class Batches:
     """Windows of context + 1 bytes: the first 90% of the text for training, the
     rest for validation. Step s's training windows come from a generator seeded
     with (seed, s), so a resumed run sees the batches the whole run would have;
-    the validation windows are fixed."""
+    the validation windows are fixed. Under torchrun each rank takes its rows
+    of a batch of world x batch windows."""
 
     def __init__(self, data, batch, context, seed):
         if len(data) < 2 * (context + 1) * 10:
@@ -100,18 +108,23 @@ class Batches:
         self.train, self.val = data[:cut], data[cut:]
         self.batch, self.context = batch, context
         self.seed = seed
-        self.val_offsets = np.random.default_rng(12345).integers(0, len(self.val) - context - 1, (64, batch))
 
     def _windows(self, data, offsets):
         w = np.stack([data[o:o + self.context + 1] for o in offsets]).astype(np.int64)
         return w[:, :-1], w[:, 1:]
 
-    def training(self, step):
+    def training(self, step, rank=0, world=1):
+        """This rank's rows of step's global batch (world x batch windows): ranks together see what one
+        process with world x batch would."""
         rng = np.random.default_rng((self.seed, step))
-        return self._windows(self.train, rng.integers(0, len(self.train) - self.context - 1, self.batch))
+        offsets = rng.integers(0, len(self.train) - self.context - 1, world * self.batch)
+        return self._windows(self.train, offsets[rank * self.batch:(rank + 1) * self.batch])
 
-    def validation(self, i):
-        return self._windows(self.val, self.val_offsets[i % len(self.val_offsets)])
+    def validation(self, i, rank=0, world=1):
+        """Validation batch i (fixed whatever the seed), this rank's rows as training()'s."""
+        rng = np.random.default_rng((12345, i))
+        offsets = rng.integers(0, len(self.val) - self.context - 1, world * self.batch)
+        return self._windows(self.val, offsets[rank * self.batch:(rank + 1) * self.batch])
 
 
 # ---------------------------------------------------------------------------
@@ -133,6 +146,52 @@ def _device(choice):
     if choice == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpt: --device cuda but torch sees no GPU")
     return choice
+
+
+class Dist:
+    """torchrun's process group, or one process: rank, world size; the loss averaged over ranks."""
+
+    def __init__(self, device):
+        import os
+
+        import torch
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local = int(os.environ.get("LOCAL_RANK", "0"))
+        if self.world > 1:
+            if device == "cuda":
+                torch.cuda.set_device(self.local)
+            torch.distributed.init_process_group("nccl" if device == "cuda" else "gloo")
+
+    def wrap(self, model, device):
+        if self.world == 1:
+            return model
+        import torch
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.local] if device == "cuda" else None)
+
+    def mean(self, value):
+        """value (a 0-dim tensor) averaged over the ranks, as a float."""
+        if self.world > 1:
+            import torch
+            value = value.detach().clone()
+            torch.distributed.all_reduce(value)  # SUM: gloo has no AVG
+            value /= self.world
+        return float(value.detach())
+
+    def in_sync(self, model):
+        """Whether every rank holds the same parameters (a float64 checksum of them all)."""
+        if self.world == 1:
+            return True
+        import torch
+        total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
+        every = [torch.zeros_like(total) for _ in range(self.world)]
+        torch.distributed.all_gather(every, total)
+        return all(torch.equal(t, every[0]) for t in every)
+
+    def close(self):
+        if self.world > 1:
+            import torch
+            torch.distributed.destroy_process_group()
 
 
 def _sync(device):
@@ -196,8 +255,9 @@ def build(cfg, backend, device, seed):
     return model
 
 
-def train_one(backend, cfg, args, text, device, progress=None):
+def train_one(backend, cfg, args, text, device, progress=None, dist=None):
     import torch
+    dist = dist or Dist(device)
     model = build(cfg, backend, device, args.seed)
     opt = _optimizer(model, args, backend)
     step0 = 0
@@ -211,7 +271,8 @@ def train_one(backend, cfg, args, text, device, progress=None):
         step0, schedule = ck["step"], ck["schedule"]
         if step0 >= args.steps:
             raise SystemExit(f"gpt: {args.resume} is at step {step0} already; ask for more --steps")
-    forward = torch.compile(model) if backend == "compile" else model
+    forward = dist.wrap(model, device)
+    forward = torch.compile(forward) if backend == "compile" else forward
     batches = Batches(text, args.batch_size, cfg.context, args.seed)
     amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
 
@@ -221,24 +282,26 @@ def train_one(backend, cfg, args, text, device, progress=None):
 
     def validate():
         with torch.no_grad():
-            return float(sum(loss_of(*batches.validation(i)) for i in range(args.eval_batches)) / args.eval_batches)
+            total = sum(loss_of(*batches.validation(i, dist.rank, dist.world)) for i in range(args.eval_batches))
+            return dist.mean(total / args.eval_batches)
 
     per_token = flops_per_token(model)
     peak = _peak_flops(device)
-    tokens = args.batch_size * cfg.context
-    log = {"backend": backend, "steps": [], "loss": [], "val_steps": [], "val_loss": [], "seconds": []}
+    tokens = dist.world * args.batch_size * cfg.context  # a step's, every rank's
+    log = {"backend": backend, "world_size": dist.world, "steps": [], "loss": [], "val_steps": [], "val_loss": [],
+           "seconds": []}
     task = progress.add_task(backend, total=args.steps - step0) if progress else None
     for step in range(step0, args.steps):
         _sync(device)
         t0 = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = _lr(step, schedule)
-        loss = loss_of(*batches.training(step))
+        loss = loss_of(*batches.training(step, dist.rank, dist.world))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip(model, opt, args)
         opt.step()
-        loss = float(loss.detach())  # syncs
+        loss = dist.mean(loss)  # syncs
         dt = time.perf_counter() - t0
         log["steps"].append(step)
         log["loss"].append(loss)
@@ -246,7 +309,8 @@ def train_one(backend, cfg, args, text, device, progress=None):
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             log["val_steps"].append(step)
             log["val_loss"].append(validate())
-        if args.save and args.save_every and (step + 1) % args.save_every == 0 and step + 1 < args.steps:
+        if dist.rank == 0 and args.save and args.save_every and (step + 1) % args.save_every == 0 and \
+                step + 1 < args.steps:
             save(_checkpoint_path(args, backend, step + 1), cfg, model, opt, step + 1, schedule)
         if progress:
             mfu = f"  MFU {per_token * tokens / dt / peak:5.1%}" if peak else ""
@@ -258,9 +322,10 @@ def train_one(backend, cfg, args, text, device, progress=None):
     # throughput over the steps after the first 10% (compilation, allocator and cuBLAS warm-up)
     timed = log["seconds"][len(log["seconds"]) // 10:] or log["seconds"]
     log["tokens_per_s"] = tokens * len(timed) / sum(timed)
-    log["mfu"] = per_token * log["tokens_per_s"] / peak if peak else None
+    log["mfu"] = per_token * log["tokens_per_s"] / (peak * dist.world) if peak else None  # a GPU's
     log["params"] = model.num_params()
-    if args.save:
+    log["replicas_in_sync"] = dist.in_sync(model)
+    if args.save and dist.rank == 0:
         log["checkpoint"] = str(save(_checkpoint_path(args, backend), cfg, model, opt, args.steps, schedule))
     return log
 
@@ -287,18 +352,21 @@ def train(args):
     import torch
 
     device = _device(args.device)
+    dist = Dist(device)
     cfg = config_from(args)
     text = load_text(args.data)
     backends = BACKENDS if args.backend == "all" else (args.backend,)
-    console = rich.console.Console()
+    console = rich.console.Console(quiet=dist.rank != 0)
+    ranks = f", {dist.world} processes (DDP)" if dist.world > 1 else ""
     console.print(f"gpt: {cfg}  on {device}"
-                  f"{' (' + torch.cuda.get_device_name() + ', bf16 autocast)' if device == 'cuda' else ''}, "
-                  f"{len(text):,} bytes of text, batch {args.batch_size} x {cfg.context}, {args.steps} steps")
+                  f"{' (' + torch.cuda.get_device_name() + ', bf16 autocast)' if device == 'cuda' else ''}{ranks}, "
+                  f"{len(text):,} bytes of text, batch {args.batch_size} x {cfg.context}"
+                  f"{' a rank' if dist.world > 1 else ''}, {args.steps} steps")
     logs = []
     with rich.progress.Progress(*rich.progress.Progress.get_default_columns(), console=console,
-                                transient=True) as progress:
+                                transient=True, disable=dist.rank != 0) as progress:
         for backend in backends:
-            log = train_one(backend, cfg, args, text, device, progress)
+            log = train_one(backend, cfg, args, text, device, progress, dist)
             progress.console.print(f"{backend:8s} loss {log['loss'][0]:.3f} -> {log['loss'][-1]:.3f}, val "
                                    f"{log['val_loss'][-1]:.3f}, {log['tokens_per_s']:,.0f} tokens/s")
             logs.append(log)
@@ -309,6 +377,9 @@ def train(args):
                       f"{log['loss'][-1]:.4f}", f"{log['val_loss'][-1]:.4f}", f"{log['tokens_per_s']:,.0f}",
                       f"{log['mfu']:.1%}" if log["mfu"] is not None else "-")
     console.print(table)
+    dist.close()
+    if dist.rank != 0:
+        return 0
     if args.plot:
         plot(logs, args.plot)
         console.print(f"loss curves: {args.plot}")
