@@ -167,7 +167,9 @@ class Dist:
         if self.world == 1:
             return model
         import torch
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.local] if device == "cuda" else None)
+        # no buffer to broadcast each step: the model's only one, its position ids, is a constant
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.local] if device == "cuda" else None,
+                                                         broadcast_buffers=False)
 
     def mean(self, value):
         """value (a 0-dim tensor) averaged over the ranks, as a float."""

@@ -165,6 +165,8 @@ class GPT(torch.nn.Module):
         self.transformer.ln_f = torch.nn.LayerNorm(cfg.n_embd)
         self.lm_head = torch.nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # tied
+        # the position ids, made once (not a torch.arange kernel a step); not in the state_dict
+        self.register_buffer("positions", torch.arange(cfg.context), persistent=False)
         # GPT-2's init: N(0, 0.02), the projections into the residual stream
         # scaled by 1/sqrt(2 n_layer), biases 0, LayerNorms 1 and 0
         for name, p in self.named_parameters():
@@ -184,8 +186,7 @@ class GPT(torch.nn.Module):
         T = idx.shape[1]
         if pos + T > self.cfg.context:
             raise ValueError(f"GPT: positions up to {pos + T} exceed the context ({self.cfg.context})")
-        positions = torch.arange(pos, pos + T, device=idx.device)
-        x = K.add(K.embedding(idx, t.wte.weight), K.embedding(positions, t.wpe.weight))
+        x = K.add(K.embedding(idx, t.wte.weight), K.embedding(self.positions[pos:pos + T], t.wpe.weight))
         for i, block in enumerate(t.h):
             x = block(x, K, None if caches is None else caches[i], pos)
         return K.layer_norm(x, t.ln_f)
