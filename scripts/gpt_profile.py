@@ -27,17 +27,18 @@ def main():
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--device", default="cuda", help="cpu: the same step and op table, no kernels (a dry run)")
     a = p.parse_args()
     args = argparse.Namespace(preset=a.preset, n_layer=None, n_head=None, n_embd=None, context=None, lr=6e-4,
                               weight_decay=0.1, warmup=10, steps=100, grad_clip=1.0)
     cfg = gpt.config_from(args)
-    model = gpt.build(cfg, "tinycuda", "cuda", 0)
+    model = gpt.build(cfg, "tinycuda", a.device, 0)
     opt = gpt._optimizer(model, args, "tinycuda")
     batches = gpt.Batches(gpt.load_text(), a.batch_size, cfg.context, 0)
 
     def step(i):
-        x, y = (torch.from_numpy(t).cuda() for t in batches.training(i))
-        with torch.autocast("cuda", torch.bfloat16):
+        x, y = (torch.from_numpy(t).to(a.device) for t in batches.training(i))
+        with torch.autocast(a.device, torch.bfloat16, enabled=a.device == "cuda"):
             loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -46,11 +47,13 @@ def main():
 
     for i in range(a.warmup):
         step(i)
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    sync()
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if a.device == "cuda"
+                                                           else [])
+    with torch.profiler.profile(activities=activities) as prof:
         step(a.warmup)
-        torch.cuda.synchronize()
+        sync()
 
     # each kernel's launching op: the innermost op event whose CPU range holds the launch
     ops = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU
@@ -66,12 +69,13 @@ def main():
             total[kind] += us
             if kind == "other":
                 foreign[(e.name, k.name[:90])] += us
-    step_us = sum(total.values())
+    step_us = sum(total.values()) or 1
     print(f"step: {step_us / 1e3:.2f} ms of kernels; " + ", ".join(f"{k} {v / step_us:.1%}" for k, v in total.items()))
     print("kernels not tinycuda's (op -> kernel: ms):")
     for (op, name), us in foreign.most_common(40):
         print(f"  {us / 1e3:8.3f}  {op:40s} {name}")
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=60))
+    print(prof.key_averages().table(sort_by="cuda_time_total" if a.device == "cuda" else "cpu_time_total",
+                                    row_limit=30, max_name_column_width=60))
     if a.json:
         json.dump({"total_us": dict(total), "foreign": [[op, k, us] for (op, k), us in foreign.most_common()]},
                   open(a.json, "w"), indent=1)
