@@ -109,22 +109,20 @@ class Batches:
         self.batch, self.context = batch, context
         self.seed = seed
 
-    def _windows(self, data, offsets):
-        w = np.stack([data[o:o + self.context + 1] for o in offsets]).astype(np.int64)
-        return w[:, :-1], w[:, 1:]
-
     def training(self, step, rank=0, world=1):
         """This rank's rows of step's global batch (world x batch windows): ranks together see what one
         process with world x batch would."""
-        rng = np.random.default_rng((self.seed, step))
-        offsets = rng.integers(0, len(self.train) - self.context - 1, world * self.batch)
-        return self._windows(self.train, offsets[rank * self.batch:(rank + 1) * self.batch])
+        return self._draw(self.train, (self.seed, step), rank, world)
 
     def validation(self, i, rank=0, world=1):
         """Validation batch i (fixed whatever the seed), this rank's rows as training()'s."""
-        rng = np.random.default_rng((12345, i))
-        offsets = rng.integers(0, len(self.val) - self.context - 1, world * self.batch)
-        return self._windows(self.val, offsets[rank * self.batch:(rank + 1) * self.batch])
+        return self._draw(self.val, (12345, i), rank, world)
+
+    def _draw(self, data, seed, rank, world):
+        offsets = np.random.default_rng(seed).integers(0, len(data) - self.context - 1, world * self.batch)
+        w = np.stack([data[o:o + self.context + 1] for o in offsets[rank * self.batch:(rank + 1) * self.batch]])
+        w = w.astype(np.int64)
+        return w[:, :-1], w[:, 1:]
 
 
 # ---------------------------------------------------------------------------
@@ -257,9 +255,8 @@ def build(cfg, backend, device, seed):
     return model
 
 
-def train_one(backend, cfg, args, text, device, progress=None, dist=None):
+def train_one(backend, cfg, args, text, device, dist, progress=None):
     import torch
-    dist = dist or Dist(device)
     model = build(cfg, backend, device, args.seed)
     opt = _optimizer(model, args, backend)
     step0 = 0
@@ -315,7 +312,7 @@ def train_one(backend, cfg, args, text, device, progress=None, dist=None):
                 step + 1 < args.steps:
             save(_checkpoint_path(args, backend, step + 1), cfg, model, opt, step + 1, schedule)
         if progress:
-            mfu = f"  MFU {per_token * tokens / dt / peak:5.1%}" if peak else ""
+            mfu = f"  MFU {per_token * tokens / dt / (peak * dist.world):5.1%}" if peak else ""  # a GPU's
             val = f"  val {log['val_loss'][-1]:.3f}" if log["val_loss"] else ""
             progress.update(task, advance=1, description=f"{backend:8s} loss {loss:.3f}{val}  "
                                                          f"{tokens / dt:,.0f} tok/s{mfu}")
@@ -368,7 +365,7 @@ def train(args):
     with rich.progress.Progress(*rich.progress.Progress.get_default_columns(), console=console,
                                 transient=True, disable=dist.rank != 0) as progress:
         for backend in backends:
-            log = train_one(backend, cfg, args, text, device, progress, dist)
+            log = train_one(backend, cfg, args, text, device, dist, progress)
             progress.console.print(f"{backend:8s} loss {log['loss'][0]:.3f} -> {log['loss'][-1]:.3f}, val "
                                    f"{log['val_loss'][-1]:.3f}, {log['tokens_per_s']:,.0f} tokens/s")
             logs.append(log)

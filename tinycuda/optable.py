@@ -3102,10 +3102,6 @@ def _quads(flat):
     return [list(flat[i::4]) for i in range(4)]
 
 
-def _acc(t):
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
-
-
 def _adamw_step(*flat, max_grad_norm=None, **kw):
     """tinycuda.adamw_ on copies (clipped by multi_tensor_l2norm's norm with max_grad_norm)."""
     p, g, m, v = _quads(flat)
@@ -3120,7 +3116,7 @@ def _adamw_ref(*flat, lr, beta1, beta2, eps, weight_decay, step, max_grad_norm=N
     clip_grad_norm_'s scaling (the norm in float32, float64 for float64)."""
     p, g, m, v = _quads(flat)
     if max_grad_norm:
-        norm = torch.linalg.vector_norm(torch.cat([t.reshape(-1).to(_acc(t)) for t in g]))
+        norm = torch.linalg.vector_norm(torch.cat([t.reshape(-1).to(ops.adamw.norm_dtype(t.dtype)) for t in g]))
         g = [t * (max_grad_norm / (norm + 1e-6)).clamp(max=1.0).to(t.dtype) for t in g]
     bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
     outs = []
@@ -3152,7 +3148,7 @@ def _multi_tensor_l2norm(*ts):
 
 
 def _multi_tensor_l2norm_ref(*ts):
-    return torch.linalg.vector_norm(torch.cat([t.reshape(-1).to(_acc(t)) for t in ts]))
+    return torch.linalg.vector_norm(torch.cat([t.reshape(-1).to(ops.adamw.norm_dtype(t.dtype)) for t in ts]))
 
 
 def _multi_tensor_l2norm_samples(device, dtype):

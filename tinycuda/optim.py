@@ -80,9 +80,7 @@ class AdamW(torch.optim.Optimizer):
                 ps, gs, ms, vs = (list(t) for t in zip(*items))
                 ops.adamw_(ps, gs, ms, vs, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
                            weight_decay=group["weight_decay"], step=step,
-                           grad_norm=None if norm is None else norm.to(device, torch.float64 if
-                                                                         ps[0].dtype == torch.float64 else
-                                                                         torch.float32),
+                           grad_norm=None if norm is None else norm.to(device, ops.adamw.norm_dtype(ps[0].dtype)),
                            max_grad_norm=self.max_grad_norm or 0.0)
         return loss
 

@@ -54,7 +54,6 @@ PRESETS = {
 # kernel sets: the few functions the model's forward calls
 
 class _TorchKernels:
-    name = "torch"
     embedding = staticmethod(F.embedding)
     linear = staticmethod(F.linear)
     add = staticmethod(torch.add)
@@ -81,20 +80,10 @@ class _TorchKernels:
 
 
 class _TinycudaKernels:
-    name = "tinycuda"
-
     def __init__(self):
         from .. import ops
         self.ops = ops
-
-    def embedding(self, idx, weight):
-        return self.ops.embedding(idx, weight)
-
-    def linear(self, x, weight, bias=None):
-        return self.ops.linear(x, weight, bias)
-
-    def add(self, a, b):
-        return self.ops.add(a, b)
+        self.embedding, self.linear, self.add = ops.embedding, ops.linear, ops.add  # F's signatures
 
     def layer_norm(self, x, ln):
         return self.ops.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
@@ -203,9 +192,8 @@ class GPT(torch.nn.Module):
         """Per layer, (k, v) [batch, context, heads, head_dim] for decode()."""
         p = self.lm_head.weight
         shape = (batch, self.cfg.context, self.cfg.n_head, self.cfg.n_embd // self.cfg.n_head)
-        return [(torch.empty(shape, dtype=dtype or p.dtype, device=device or p.device),
-                 torch.empty(shape, dtype=dtype or p.dtype, device=device or p.device))
-                for _ in range(self.cfg.n_layer)]
+        kw = dict(dtype=dtype or p.dtype, device=device or p.device)
+        return [(torch.empty(shape, **kw), torch.empty(shape, **kw)) for _ in range(self.cfg.n_layer)]
 
     @torch.no_grad()
     def decode(self, idx, cache, pos):

@@ -10,6 +10,11 @@ from ._fake import register_fake
 __all__ = ["adamw_", "multi_tensor_l2norm"]
 
 
+def norm_dtype(dtype):
+    """multi_tensor_l2norm's result dtype (and adamw_'s grad_norm's) for tensors of `dtype`."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, step, grad_norm=None,
            max_grad_norm=0.0):
     """For every i, with g = grads[i] * min(1, max_grad_norm / (grad_norm + 1e-6)) (g = grads[i]
@@ -20,10 +25,7 @@ def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_d
     One dtype and device for every tensor; params, exp_avgs and exp_avg_sqs contiguous; step the
     count after this step (>= 1). grad_norm: multi_tensor_l2norm's 0-dim result, read on the
     device (no sync)."""
-    if not (len(params) == len(grads) == len(exp_avgs) == len(exp_avg_sqs)):
-        raise RuntimeError("tinycuda::adamw_: params, grads, exp_avgs and exp_avg_sqs must have one tensor each "
-                           f"alike, got {len(params)}, {len(grads)}, {len(exp_avgs)} and {len(exp_avg_sqs)}")
-    if not params:  # nothing to update (and no tensor to dispatch on)
+    if not any((params, grads, exp_avgs, exp_avg_sqs)):  # nothing to update, and no tensor to dispatch on
         return
     torch.ops.tinycuda.adamw_(params, grads, exp_avgs, exp_avg_sqs, lr=float(lr), beta1=float(beta1),
                               beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay), step=int(step),
@@ -64,4 +66,4 @@ def _adamw_fake(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, wei
 def _multi_tensor_l2norm_fake(tensors):
     torch._check(len(tensors) > 0, lambda: "tinycuda::multi_tensor_l2norm: tensors must hold at least one tensor")
     _same("multi_tensor_l2norm", tensors, "tensors", tensors[0])
-    return tensors[0].new_empty((), dtype=torch.float64 if tensors[0].dtype == torch.float64 else torch.float32)
+    return tensors[0].new_empty((), dtype=norm_dtype(tensors[0].dtype))
