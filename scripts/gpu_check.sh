@@ -8,6 +8,8 @@
 set -uo pipefail
 if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .whl/*.whl; fi
 OUT=${OUT:-out}; mkdir -p "$OUT"
+# the core prebuilt here by scripts/prebuild_core.sh (carry build/prebuilt): only the torch door compiles there
+[ -f build/prebuilt/stamp.json ] && export TINYCUDA_PREBUILT_LIB=$PWD/build/prebuilt
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 ( time make install ) > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPT's GPU checks, by stage (one device call each; the build stays warm
 # between calls made within the machine's idle window):
-#   build   make install (sm_90a only; ~9 min on the H100's 16 cores)
+#   build   make install (sm_90a only; with build/prebuilt carried, only the torch door)
 #   test    the GPT's families (embedding, adamw, autocast, gpt) with their
 #           op-table entries, then compute-sanitizer memcheck and racecheck
 #           over their CUDA tests
@@ -14,6 +14,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
   export PYTHONPATH=/tmp/site
 fi
+# the core prebuilt here by scripts/prebuild_core.sh (carry build/prebuilt): only the torch door compiles there
+[ -f build/prebuilt/stamp.json ] && export TINYCUDA_PREBUILT_LIB=$PWD/build/prebuilt
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
 FAMILIES="tests/test_embedding.py tests/test_adamw.py tests/test_autocast.py tests/test_gpt.py"
 SELECT="embedding or adamw or l2norm"

@@ -57,6 +57,33 @@ def test_core_has_no_torch_headers():
             assert "#include <torch" not in text and "#include <ATen" not in text, f
 
 
+def test_torch_door_links_the_one_core():
+    """tinycuda._C holds the torch door only: it needs libtinycuda (found beside
+    it through $ORIGIN/lib) and defines none of the core's entry points, so
+    both doors run the same compiled kernels."""
+    import tinycuda._C as door
+    dyn = subprocess.run(["readelf", "-d", door.__file__], capture_output=True, text=True, check=True).stdout
+    assert "[libtinycuda.so]" in dyn and "$ORIGIN/lib" in dyn
+    defined = subprocess.run(["nm", "-D", "--defined-only", door.__file__],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert not [s for s in defined if s.startswith("tc_")]
+    assert os.path.exists(os.path.join(os.path.dirname(door.__file__), "lib", "libtinycuda.so"))
+
+
+def test_core_stamp_names_the_core_sources_and_archs(tmp_path):
+    """A prebuilt libtinycuda (TINYCUDA_PREBUILT_LIB) is used only when its stamp
+    is this checkout's: the stamp follows every core file and the archs, not the torch door."""
+    root = tmp_path / "csrc"
+    shutil.copytree(_build.CSRC, root)
+    base = _build.core_stamp(True, "9.0a", str(root))
+    assert base == _build.core_stamp(True, "9.0a", str(root))
+    assert base != _build.core_stamp(True, "8.0;9.0a", str(root)) != _build.core_stamp(False, None, str(root))
+    (root / "torch" / "library.cpp").write_text("// the door changed")
+    assert _build.core_stamp(True, "9.0a", str(root)) == base
+    (root / "cuda" / "softmax.cu").write_text("// a kernel changed")
+    assert _build.core_stamp(True, "9.0a", str(root)) != base
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_cuda_library_builds_for_sm80_and_sm90a():
     """libtinycuda with every CUDA file, for sm_80 and sm_90a, whenever nvcc is

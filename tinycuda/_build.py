@@ -5,6 +5,8 @@ importable) and the JIT path in tinycuda/_loader.py. Imports nothing but the
 standard library.
 """
 import glob
+import hashlib
+import json
 import os
 import re
 import sys
@@ -132,16 +134,42 @@ def stubs_file(out_dir=GENERATED):
     return write_if_changed(os.path.join(out_dir, "cuda_stubs.cpp"), stubs_source(out_dir))
 
 
+def door_sources(root=CSRC):
+    """The torch door, tinycuda._C: csrc/torch only. It links the kernel core,
+    libtinycuda, which csrc/Makefile builds (once, for both doors)."""
+    return sorted(glob.glob(os.path.join(root, "torch", "*.cpp")))
+
+
 def sources(with_cuda, root=CSRC):
-    """Core + torch layer sources; the CUDA kernels, or the generated no-CUDA stubs."""
+    """Core + torch door as one module: the JIT path (tinycuda/_loader.py), which
+    has no libtinycuda to link. The CUDA kernels, or the generated no-CUDA stubs."""
     files = sorted(glob.glob(os.path.join(root, "shared", "*.cpp")))
     files += sorted(glob.glob(os.path.join(root, "cpu", "*.cpp")))
-    files += sorted(glob.glob(os.path.join(root, "torch", "*.cpp")))
+    files += door_sources(root)
     if with_cuda:
         files += sorted(glob.glob(os.path.join(root, "cuda", "*.cu")))
     else:
         files.append(stubs_file())
     return files
+
+
+def core_inputs(root=CSRC):
+    """What libtinycuda is built from: csrc but the torch door, and this file (the stubs)."""
+    files = [f for f in glob.glob(os.path.join(root, "**", "*"), recursive=True)
+             if os.path.isfile(f) and os.path.relpath(f, root).split(os.sep)[0] != "torch"]
+    return sorted(files) + [os.path.abspath(__file__)]
+
+
+def core_stamp(with_cuda, archs, root=CSRC):
+    """Names a libtinycuda build: a hash of its inputs' paths and bytes, and its
+    CUDA archs. A library built elsewhere (TINYCUDA_PREBUILT_LIB, setup.py) is
+    used only when its stamp equals this checkout's."""
+    h = hashlib.sha256()
+    for f in core_inputs(root):
+        h.update(os.path.relpath(f, ROOT).encode() + b"\0")
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return {"sources": h.hexdigest(), "cuda": bool(with_cuda), "archs": archs if with_cuda else None}
 
 
 def depends(root=CSRC):
@@ -221,7 +249,10 @@ def build_info(torch, with_cuda, archs, debug, mode):
 
 if __name__ == "__main__":
     # python3 tinycuda/_build.py stubs OUT_DIR: the no-CUDA stubs (csrc/Makefile's CPU-only library)
+    # python3 tinycuda/_build.py stamp ARCHS: core_stamp as JSON ("" for a CPU-only library; scripts/prebuild_core.sh)
     if len(sys.argv) == 3 and sys.argv[1] == "stubs":
         print(stubs_file(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "stamp":
+        print(json.dumps(core_stamp(bool(sys.argv[2]), sys.argv[2] or None)))
     else:
-        sys.exit("usage: _build.py stubs OUT_DIR")
+        sys.exit("usage: _build.py stubs OUT_DIR | stamp ARCHS")

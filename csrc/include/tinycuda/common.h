@@ -19,11 +19,13 @@
 #define TC_EXTERN_C
 #endif
 
-/* libtinycuda exports the core; inside the torch extension the core's entry
- * points are hidden, so the two copies can live in one process without
- * interposing on each other. (Only these symbols: -fvisibility=hidden on the
- * whole extension gave it private copies of libstdc++ templates that crashed
- * in ostream << long against the GPU machine's runtime.) */
+/* libtinycuda exports the core, and the torch door (tinycuda._C) links it:
+ * both define TC_BUILD_SHARED. The JIT build (TINYCUDA_JIT=1) compiles core and
+ * door into one module and hides the entry points, so that module and a loaded
+ * libtinycuda can live in one process without interposing on each other.
+ * (Only these symbols: -fvisibility=hidden on a whole module gave it private
+ * copies of libstdc++ templates that crashed in ostream << long against the
+ * GPU machine's runtime.) */
 #if defined(TC_BUILD_SHARED)
 #define TC_API TC_EXTERN_C __attribute__((visibility("default")))
 #else
