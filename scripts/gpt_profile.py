@@ -4,9 +4,12 @@ kernels are not tinycuda's.
     python scripts/gpt_profile.py --preset gpt2 --batch-size 16 [--json out.json]
 
 Runs warm-up steps, then one step (forward, backward, clipping, AdamW) under
-torch.profiler. A kernel is tinycuda's when a tinycuda:: op launched it and it
-is not a library's (cuBLAS, cuDNN, CUTLASS); every other kernel is listed with
-the op it ran under. Memcpy and memset are reported apart.
+torch.profiler. A kernel is someone else's when its name is torch's (at::,
+c10::, Triton's triton_) or a library's (cuBLAS, cuDNN, CUTLASS); each such
+kernel is listed with the innermost op that launched it. Every other kernel is
+tinycuda's (attributing by the launching op misfiled tinycuda's GEMMs run from
+an autograd node). Memcpy and memset are reported apart. Then the step's
+kernels by total time, whoever's.
 """
 import argparse
 import collections
@@ -18,7 +21,9 @@ import torch
 sys.path.insert(0, ".")
 from tinycuda import gpt  # noqa: E402
 
-LIBRARY = ("nvjet", "xmma", "cutlass", "cublas", "cudnn", "gemm", "sm90_", "sm80_", "ampere_")
+# name fragments of kernels that are not tinycuda's: torch's own, Triton's, cuBLAS/cuDNN/CUTLASS's
+FOREIGN = ("at::", "c10::", "pytorch_flash", "triton_", "nvjet", "xmma", "cutlass", "cublas", "cudnn", "sm90_",
+           "sm80_", "ampere_")
 
 
 def main():
@@ -60,13 +65,15 @@ def main():
                   and not e.name.startswith(("cuda", "cudaLaunch"))), key=lambda e: e.time_range.start)
     total = collections.Counter()
     foreign = collections.Counter()
+    by_kernel, calls = collections.Counter(), collections.Counter()
     for e in ops:
         for k in e.kernels:
             us = k.duration
             kind = ("memcpy/memset" if k.name.startswith(("Memcpy", "Memset")) else
-                    "tinycuda" if e.name.startswith("tinycuda::") and not any(s in k.name.lower() for s in LIBRARY)
-                    else "other")
+                    "other" if any(s in k.name.lower() for s in FOREIGN) else "tinycuda")
             total[kind] += us
+            by_kernel[k.name[:110]] += us
+            calls[k.name[:110]] += 1
             if kind == "other":
                 foreign[(e.name, k.name[:90])] += us
     step_us = sum(total.values()) or 1
@@ -74,10 +81,14 @@ def main():
     print("kernels not tinycuda's (op -> kernel: ms):")
     for (op, name), us in foreign.most_common(40):
         print(f"  {us / 1e3:8.3f}  {op:40s} {name}")
+    print("the step's kernels by total time (ms, launches):")
+    for name, us in by_kernel.most_common(30):
+        print(f"  {us / 1e3:8.3f} {calls[name]:5d}  {name}")
     print(prof.key_averages().table(sort_by="cuda_time_total" if a.device == "cuda" else "cpu_time_total",
                                     row_limit=30, max_name_column_width=60))
     if a.json:
-        json.dump({"total_us": dict(total), "foreign": [[op, k, us] for (op, k), us in foreign.most_common()]},
+        json.dump({"total_us": dict(total), "foreign": [[op, k, us] for (op, k), us in foreign.most_common()],
+                   "kernels": [[k, calls[k], us] for k, us in by_kernel.most_common()]},
                   open(a.json, "w"), indent=1)
 
 

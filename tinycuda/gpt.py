@@ -68,6 +68,8 @@ def add_arguments(p):
                    "name + _step<k> (a run cut short resumes from the last)")
     t.add_argument("--resume", metavar="FILE", help="continue a checkpoint up to --steps (its schedule: "
                    "lr, warm-up and cosine length are the first run's)")
+    t.add_argument("--cuda-graph", action="store_true", help="capture a step's forward and backward once in a CUDA "
+                   "graph and replay it (one GPU; the tinycuda and torch backends): no per-kernel launch cost")
     t.add_argument("--plot", metavar="PNG", help="loss curves of every backend run (needs matplotlib)")
     t.add_argument("--json", metavar="FILE", help="write the results as JSON")
     g = sub.add_parser("generate", help="sample text from a checkpoint")
@@ -255,6 +257,45 @@ def build(cfg, backend, device, seed):
     return model
 
 
+class GraphedStep:
+    """A training step's forward and backward, captured once in a CUDA graph and
+    replayed (--cuda-graph): one launch a step instead of hundreds from Python,
+    so the GPU never waits on the host. The batch goes in through static input
+    tensors and the loss comes out in a static one; every replay writes the
+    gradients into the same .grad tensors, which the optimizer (outside the
+    graph: its learning rate changes each step) reads, so nothing may set them
+    to None."""
+
+    def __init__(self, model, x, y):
+        import torch
+        self.x, self.y = x.clone(), y.clone()
+
+        def amp():  # no cast cache: a cached bf16 weight would be the graph's, stale after the optimizer's step
+            return torch.autocast("cuda", torch.bfloat16, cache_enabled=False)
+
+        side = torch.cuda.Stream()  # the warm-up (lazy initialisation, the allocator) outside the capture
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                model.zero_grad(set_to_none=True)
+                with amp():
+                    loss = model(self.x, self.y)
+                loss.backward()
+        torch.cuda.current_stream().wait_stream(side)
+        model.zero_grad(set_to_none=True)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            with amp():
+                self.loss = model(self.x, self.y).float()
+            self.loss.backward()
+
+    def __call__(self, x, y):
+        self.x.copy_(x)
+        self.y.copy_(y)
+        self.graph.replay()
+        return self.loss
+
+
 def train_one(backend, cfg, args, text, device, dist, progress=None):
     import torch
     model = build(cfg, backend, device, args.seed)
@@ -284,6 +325,11 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
             total = sum(loss_of(*batches.validation(i, dist.rank, dist.world)) for i in range(args.eval_batches))
             return dist.mean(total / args.eval_batches)
 
+    graphed = None
+    if args.cuda_graph and backend != "compile":  # compile: its own mode="reduce-overhead"
+        if device != "cuda" or dist.world > 1:
+            raise SystemExit("gpt: --cuda-graph needs CUDA and one process (DDP's all-reduce hooks are not captured)")
+        graphed = GraphedStep(model, *(torch.from_numpy(t).to(device) for t in batches.training(step0)))
     per_token = flops_per_token(model)
     peak = _peak_flops(device)
     tokens = dist.world * args.batch_size * cfg.context  # a step's, every rank's
@@ -295,9 +341,12 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
         t0 = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = _lr(step, schedule)
-        loss = loss_of(*batches.training(step, dist.rank, dist.world))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if graphed:
+            loss = graphed(*(torch.from_numpy(t).to(device) for t in batches.training(step, dist.rank, dist.world)))
+        else:
+            loss = loss_of(*batches.training(step, dist.rank, dist.world))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
         clip(model, opt, args)
         opt.step()
         loss = dist.mean(loss)  # syncs
