@@ -43,17 +43,19 @@ def _run(opt_cls, params, grads, steps, clip=None, **kw):
 KW = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
+@pytest.mark.parametrize("beta1", [0.9, 0.3])  # torch's lerp takes its other formula for weights >= 0.5
 @pytest.mark.parametrize("clip", [None, 0.5])
 @pytest.mark.parametrize("layout", ["contig", "offset"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_matches_torch_adamw_float32(device, layout, clip):
+def test_matches_torch_adamw_float32(device, layout, clip, beta1):
     torch.manual_seed(0)
     ours = _params(device, torch.float32, layout)
     ref = [p.detach().clone().requires_grad_() for p in ours]
     grads = [torch.randn_like(p) for p in ours]
     extra = {"max_grad_norm": clip} if clip else {}
-    opt = _run(AdamW, ours, grads, 3, **KW, **extra)
-    ropt = _run(torch.optim.AdamW, ref, grads, 3, clip=clip, foreach=False, **KW)
+    kw = {**KW, "betas": (beta1, KW["betas"][1])}
+    opt = _run(AdamW, ours, grads, 3, **kw, **extra)
+    ropt = _run(torch.optim.AdamW, ref, grads, 3, clip=clip, foreach=False, **kw)
     for p, r in zip(ours, ref):
         torch.testing.assert_close(p, r, rtol=2e-6, atol=2e-7)
         torch.testing.assert_close(opt.state[p]["exp_avg"], ropt.state[r]["exp_avg"], rtol=2e-6, atol=1e-7)
@@ -62,6 +64,20 @@ def test_matches_torch_adamw_float32(device, layout, clip):
     if clip:
         want = torch.linalg.vector_norm(torch.cat([(3 * g).reshape(-1).double() for g in grads]))
         torch.testing.assert_close(opt.last_grad_norm.double(), want, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_nan_gradient_norm_turns_every_parameter_nan_as_torch(device):
+    """clip_grad_norm_ with a NaN in one gradient scales every gradient by NaN (its clamp keeps NaN);
+    the clipping inside tinycuda's step does the same, rather than stepping the other tensors unclipped."""
+    ours = _params(device, torch.float32)
+    ref = [p.detach().clone().requires_grad_() for p in ours]
+    grads = [torch.randn_like(p) for p in ours]
+    next(g for g in grads if g.numel()).view(-1)[0] = float("nan")
+    _run(AdamW, ours, grads, 1, **KW, max_grad_norm=1.0)
+    _run(torch.optim.AdamW, ref, grads, 1, clip=1.0, foreach=False, **KW)
+    assert all(r.isnan().all() for r in ref)
+    assert all(p.isnan().all() for p in ours)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

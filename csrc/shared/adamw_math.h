@@ -66,10 +66,11 @@ template <class A> inline AdamwCoefs<A> adamw_coefs(const tc_adamw_params* p) {
           A(p->lr / bias1), A(std::sqrt(bias2)), A(p->eps)};
 }
 
-// clip_grad_norm_'s coefficient: min(1, max_norm / (norm + 1e-6))
+// clip_grad_norm_'s coefficient: min(1, max_norm / (norm + 1e-6)); a NaN norm gives NaN, as torch's
+// clamp does (so every parameter turns NaN, as there, rather than a step unclipped)
 template <class A> TC_HD inline A clip_coef(A norm, A max_norm) {
   const A c = max_norm / (norm + A(1e-6));
-  return c < A(1) ? c : A(1);
+  return c > A(1) ? A(1) : c;
 }
 
 // One element: p, m, v updated in place (A: float, double for double), in
@@ -77,7 +78,9 @@ template <class A> TC_HD inline A clip_coef(A norm, A max_norm) {
 // addcmul_, sqrt, div, add, addcdiv_), so fp32 results agree to rounding.
 template <class A> TC_HD inline void adamw_update(A& p, A g, A& m, A& v, const AdamwCoefs<A>& c) {
   p *= c.decay;
-  m += c.one_minus_beta1 * (g - m);
+  // torch's lerp_(g, w): m + w (g - m) for w < 0.5, else g - (g - m)(1 - w) (the rounding differs for beta1 <= 0.5)
+  const A w = c.one_minus_beta1;
+  m = w < A(0.5) ? m + w * (g - m) : g - (g - m) * (A(1) - w);
   v = c.beta2 * v + c.one_minus_beta2 * g * g;
   p -= c.step_size * (m / (std::sqrt(v) / c.bias2_sqrt + c.eps));  // torch's addcdiv: p + (-step) * (m / denom)
 }
