@@ -5,8 +5,8 @@
 #   test    the GPT's families (embedding, adamw, autocast, gpt) with their
 #           op-table entries, then compute-sanitizer memcheck and racecheck
 #           over their CUDA tests
-#   bench   GPT-2 124M tokens/s per backend, the profile of a tinycuda step,
-#           and `tinycuda bench embedding`
+#   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
+#           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -36,8 +36,14 @@ test)
     tee "$OUT/racecheck.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3 ;;
 bench)
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
-  python3 -m tinycuda gpt train --preset gpt2 --backend all --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 \
-    --eval-batches 1 --json "$OUT/gpt2.json" 2>&1 | tee "$OUT/gpt2.log" | tail -12
-  python3 scripts/gpt_profile.py --json "$OUT/profile.json" > "$OUT/profile.log" 2>&1; head -40 "$OUT/profile.log"
-  python3 -m tinycuda bench embedding --shapes large --json "$OUT/bench_embedding.json" 2>&1 | tail -8 ;;
+  GPT="python3 -m tinycuda gpt train --preset gpt2 --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 --eval-batches 1"
+  $GPT --backend all --json "$OUT/gpt2.json" 2>&1 | tee "$OUT/gpt2.log" | grep "tokens/s"
+  $GPT --backend all --cuda-graph --json "$OUT/gpt2_graph.json" 2>&1 | tee "$OUT/gpt2_graph.log" | grep "tokens/s"
+  python3 scripts/gpt_profile.py --json "$OUT/profile.json" > "$OUT/profile.log" 2>&1; grep -A34 "^step:" "$OUT/profile.log"
+  # generation: a GPT-2-shaped checkpoint (2 steps: the weights' values do not change the speed)
+  python3 -m tinycuda gpt train --preset gpt2 --steps 2 --batch-size 4 --save /tmp/gpt2.pt > /dev/null 2>&1
+  for b in 1 16; do
+    python3 -m tinycuda gpt generate /tmp/gpt2.pt --kernels all --batch-size $b --tokens ${TOKENS:-500} \
+      --json "$OUT/generate_b$b.json" 2>&1 | grep "tokens/s"
+  done ;;
 esac

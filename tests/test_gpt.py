@@ -123,6 +123,19 @@ def test_generate_from_a_checkpoint(tmp_path, capsys):
         main(["gpt", "generate", str(path), "--tokens", "64", "--device", "cpu"])
 
 
+def test_generate_compares_kernel_sets(tmp_path, capsys):
+    """--kernels all: tinycuda's, torch's and torch.compile's decoding of one checkpoint, each timed after a
+    warm-up."""
+    path, out = _save(tmp_path, 5), tmp_path / "gen.json"
+    capsys.readouterr()
+    assert main(["gpt", "generate", str(path), "--prompt", "ROMEO:", "--tokens", "3", "--kernels", "all",
+                 "--device", "cpu", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert [r["kernels"] for r in results] == ["tinycuda", "torch", "compile"]
+    assert all(r["tokens_per_s"] > 0 and r["batch"] == 1 for r in results)
+    assert capsys.readouterr().out.count("tokens/s") == 3
+
+
 def test_data_and_presets():
     text = gpt.load_text()
     assert len(text) == 1_569_824 and text.max() < 128  # ASCII Shakespeare

@@ -79,7 +79,9 @@ def add_arguments(p):
     g.add_argument("--batch-size", type=int, default=1, help="samples decoded together")
     g.add_argument("--temperature", type=float, default=0.8)
     g.add_argument("--top-k", type=int, default=40)
-    g.add_argument("--kernels", choices=("tinycuda", "torch"), default="tinycuda")
+    g.add_argument("--kernels", choices=("tinycuda", "torch", "compile", "all"), default="tinycuda",
+                   help="compile: torch's under torch.compile(dynamic=True); all: each in turn, after a warm-up")
+    g.add_argument("--json", metavar="FILE", help="write tokens/s per kernel set as JSON")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
 
@@ -502,19 +504,32 @@ def sample(model, prompt_ids, new_tokens, batch, temperature, top_k, generator):
 def generate(args):
     import torch
     device = _device(args.device)
-    model = load_checkpoint(args.checkpoint, args.kernels, device)
     prompt = list(args.prompt.encode("utf-8"))
-    gen = torch.Generator(device=device).manual_seed(args.seed)
     amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
-    with amp:
-        _sync(device)
-        t0 = time.perf_counter()
-        ids = sample(model, prompt, args.tokens, args.batch_size, args.temperature, args.top_k, gen)
-        _sync(device)
-        dt = time.perf_counter() - t0
-    for row in ids.tolist():
-        print(bytes(i if i < 256 else 63 for i in row).decode("utf-8", errors="replace"))  # 63: "?" for ids past the bytes
-        print("-" * 40)
-    print(f"{args.batch_size * args.tokens} tokens in {dt:.2f} s: {args.batch_size * args.tokens / dt:,.0f} tokens/s "
-          f"({args.kernels} kernels, batch {args.batch_size}, {device})")
+    results = []
+    for kernels in ("tinycuda", "torch", "compile") if args.kernels == "all" else (args.kernels,):
+        model = load_checkpoint(args.checkpoint, "torch" if kernels == "compile" else kernels, device)
+        if kernels == "compile":  # the cache's length grows a step: dynamic shapes, not a recompile a token
+            model.decode = torch.compile(model.decode, dynamic=True)
+        with amp:
+            if args.kernels == "all" or kernels == "compile":  # compilation, allocator and cuBLAS warm-up untimed
+                sample(model, prompt, min(args.tokens, 8), args.batch_size, args.temperature, args.top_k,
+                       torch.Generator(device=device).manual_seed(args.seed))
+            gen = torch.Generator(device=device).manual_seed(args.seed)
+            _sync(device)
+            t0 = time.perf_counter()
+            ids = sample(model, prompt, args.tokens, args.batch_size, args.temperature, args.top_k, gen)
+            _sync(device)
+            dt = time.perf_counter() - t0
+        if not results:
+            for row in ids.tolist():  # 63: "?" for ids past the bytes
+                print(bytes(i if i < 256 else 63 for i in row).decode("utf-8", errors="replace"))
+                print("-" * 40)
+        rate = args.batch_size * args.tokens / dt
+        results.append({"kernels": kernels, "batch": args.batch_size, "tokens": args.tokens, "seconds": dt,
+                        "tokens_per_s": rate})
+        print(f"{args.batch_size * args.tokens} tokens in {dt:.2f} s: {rate:,.0f} tokens/s "
+              f"({kernels} kernels, batch {args.batch_size}, {device})")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"device": device, "results": results}, indent=1))
     return 0
