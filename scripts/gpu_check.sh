@@ -1,16 +1,7 @@
 #!/usr/bin/env bash
 # One batched GPU-machine run: build, full test suite, sanitizer over the CUDA
 # tests. Logs land in $OUT (the device tool's return folder) or ./out.
-# The GPU image has no network and no cffi (tinycuda.capi's one dependency):
-# carry its wheels in .whl (git-ignored) and name .whl in the run's carry:
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl cffi==2.0.0 pycparser
-set -uo pipefail
-if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .whl/*.whl; fi
-OUT=${OUT:-out}; mkdir -p "$OUT"
-# the core prebuilt here by scripts/prebuild_core.sh (carry build/prebuilt): only the torch door compiles there
-[ -f build/prebuilt/stamp.json ] && export TINYCUDA_PREBUILT_LIB=$PWD/build/prebuilt
-export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 ( time make install ) > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 python3 -m tinycuda info | tee "$OUT/info.txt"

@@ -3,14 +3,7 @@
 # several-GPU machine (the device tool's nvidia-h200-x2): the extension build
 # (with build/prebuilt carried, only the torch door), then torchrun on 1 and on
 # N GPUs, every backend, the same per-GPU batch. Logs and JSON in $OUT or ./out.
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-  export PYTHONPATH=/tmp/site
-fi
-[ -f build/prebuilt/stamp.json ] && export TINYCUDA_PREBUILT_LIB=$PWD/build/prebuilt
-export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source "$(dirname "$0")/gpu_env.sh"
 ( time make install ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 tail -3 "$OUT/build.log"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"

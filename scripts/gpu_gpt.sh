@@ -8,15 +8,7 @@
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-  export PYTHONPATH=/tmp/site
-fi
-# the core prebuilt here by scripts/prebuild_core.sh (carry build/prebuilt): only the torch door compiles there
-[ -f build/prebuilt/stamp.json ] && export TINYCUDA_PREBUILT_LIB=$PWD/build/prebuilt
-export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source "$(dirname "$0")/gpu_env.sh"
 FAMILIES="tests/test_embedding.py tests/test_adamw.py tests/test_autocast.py tests/test_gpt.py"
 SELECT="embedding or adamw or l2norm"
 case "$1" in
