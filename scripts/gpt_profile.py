@@ -33,11 +33,14 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json")
     p.add_argument("--device", default="cuda", help="cpu: the same step and op table, no kernels (a dry run)")
+    p.add_argument("--master-weights", action="store_true", help="bf16 parameters, float32 masters (gpt train's)")
     a = p.parse_args()
     args = argparse.Namespace(preset=a.preset, n_layer=None, n_head=None, n_embd=None, context=None, lr=6e-4,
-                              weight_decay=0.1, warmup=10, steps=100, grad_clip=1.0)
+                              weight_decay=0.1, warmup=10, steps=100, grad_clip=1.0, master_weights=a.master_weights)
     cfg = gpt.config_from(args)
     model = gpt.build(cfg, "tinycuda", a.device, 0)
+    if a.master_weights:
+        model.to(torch.bfloat16)
     opt = gpt._optimizer(model, args, "tinycuda")
     batches = gpt.Batches(gpt.load_text(), a.batch_size, cfg.context, 0)
 

@@ -31,7 +31,11 @@ bench)
   GPT="python3 -m tinycuda gpt train --preset gpt2 --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 --eval-batches 1"
   $GPT --backend all --json "$OUT/gpt2.json" 2>&1 | tee "$OUT/gpt2.log" | grep "tokens/s"
   $GPT --backend all --cuda-graph --json "$OUT/gpt2_graph.json" 2>&1 | tee "$OUT/gpt2_graph.log" | grep "tokens/s"
-  python3 scripts/gpt_profile.py --json "$OUT/profile.json" > "$OUT/profile.log" 2>&1; grep -A34 "^step:" "$OUT/profile.log"
+  for g in "" --cuda-graph; do  # bf16 parameters, float32 masters: no autocast casts
+    $GPT --master-weights $g --json "$OUT/gpt2_mw$g.json" 2>&1 | grep "tokens/s"
+  done
+  python3 scripts/gpt_profile.py --master-weights --json "$OUT/profile.json" > "$OUT/profile.log" 2>&1
+  grep -A34 "^step:" "$OUT/profile.log"
   # generation: a GPT-2-shaped checkpoint (2 steps: the weights' values do not change the speed)
   python3 -m tinycuda gpt train --preset gpt2 --steps 2 --batch-size 4 --save /tmp/gpt2.pt > /dev/null 2>&1
   for b in 1 16; do

@@ -103,6 +103,52 @@ def test_half_types_closer_to_float64_than_torch(device, dtype):
     assert ours_err <= bound, (ours_err, torch_err)
 
 
+@pytest.mark.parametrize("clip", [None, 0.5])
+@pytest.mark.parametrize("layout", ["contig", "offset"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("device", DEVICES)
+def test_master_weights_step_as_float32(device, dtype, layout, clip):
+    """master_weights: 16-bit params and gradients, float32 masters and moments. The masters follow
+    float32 AdamW on the same values step for step (to float32 rounding), and each param is its
+    master rounded to nearest, bit for bit; float32 params in the same optimizer step as without it."""
+    torch.manual_seed(3)
+    low = _params(device, dtype, layout)
+    f32 = [p.detach().float().requires_grad_() for p in low]
+    # 16-bit gradients; the float32 run gets the same values (2 steps: _run's g * 2 is exact in 16 bits too)
+    grads = [torch.randn_like(p) for p in low]
+    extra = {"max_grad_norm": clip} if clip else {}
+    opt = _run(AdamW, low, grads, 2, master_weights=True, **KW, **extra)
+    _run(AdamW, f32, [g.float() for g in grads], 2, **KW, **extra)
+    for p, r in zip(low, f32):
+        st = opt.state[p]
+        assert st["master"].dtype == st["exp_avg"].dtype == st["exp_avg_sq"].dtype == torch.float32
+        torch.testing.assert_close(st["master"], r.detach(), rtol=2e-6, atol=2e-7)
+        assert torch.equal(p.detach(), st["master"].to(dtype))
+    plain = _params(device, torch.float32)
+    ref = [p.detach().clone().requires_grad_() for p in plain]
+    g32 = [torch.randn_like(p) for p in plain]
+    opt = _run(AdamW, plain, g32, 2, master_weights=True, **KW)
+    _run(AdamW, ref, g32, 2, **KW)
+    assert all(torch.equal(a, b) and "master" not in opt.state[a] for a, b in zip(plain, ref))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_master_weights_errors(device):
+    p = torch.zeros(5, device=device, dtype=torch.bfloat16)
+    f = torch.zeros(5, device=device)
+    kw = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, step=1)
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: master weights go with float16 or bfloat16 params"):
+        tinycuda.adamw_([f], [f.clone()], [f.clone()], [f.clone()], **kw, masters=[f.clone()])
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: masters must be empty or have one tensor a param"):
+        tinycuda.adamw_([p], [p.clone()], [f.clone()], [f.clone()], **kw, masters=[f.clone(), f.clone()])
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: masters\[0\] must be float32"):
+        tinycuda.adamw_([p], [p.clone()], [f.clone()], [f.clone()], **kw, masters=[p.clone()])
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: .*exp_avgs\[0\]"):  # the state goes float32 too
+        tinycuda.adamw_([p], [p.clone()], [p.clone()], [f.clone()], **kw, masters=[f.clone()])
+    with pytest.raises(RuntimeError, match=r"tinycuda::adamw_: .*masters\[0\]'s? .*shape|must have params\[0\]'s"):
+        tinycuda.adamw_([p], [p.clone()], [f.clone()], [f.clone()], **kw, masters=[torch.zeros(4, device=device)])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_float64(device):
     torch.manual_seed(2)
@@ -182,6 +228,22 @@ def test_compiles_and_opchecks():
     torch.library.opcheck(torch.ops.tinycuda.adamw_.default, (ps, gs, ms, vs),
                           dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1))
     torch.library.opcheck(torch.ops.tinycuda.multi_tensor_l2norm.default, (gs,))
+    # master weights: bf16 params and grads, float32 moments and masters
+    bs = [p.bfloat16() for p in ps]
+    torch.library.opcheck(torch.ops.tinycuda.adamw_.default, ([p.clone() for p in bs], [g.bfloat16() for g in gs],
+                                                              [m.clone() for m in ms], [v.clone() for v in vs]),
+                          dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1,
+                               masters=[p.float() for p in bs]))
+
+    def master_step(ps, gs, ms, vs, ws):
+        tinycuda.adamw_(ps, gs, ms, vs, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1,
+                        masters=ws)
+
+    lists = ([p.clone() for p in bs], [g.bfloat16() for g in gs], ms, vs, [p.float() for p in bs])
+    eager, compiled = ([[t.clone() for t in ts] for ts in lists] for _ in range(2))
+    master_step(*eager)
+    torch.compile(master_step, fullgraph=True)(*compiled)
+    assert all(torch.equal(a, b) for a, b in zip(sum(eager, []), sum(compiled, [])))
 
     def step(ps, gs, ms, vs):
         norm = tinycuda.multi_tensor_l2norm(gs)
@@ -258,3 +320,47 @@ def test_capi_bit_for_bit(device):
                     max_grad_norm=1.0)
     with pytest.raises(ValueError, match=r"tinycuda.capi.multi_tensor_l2norm: tensors must hold at least one"):
         capi.multi_tensor_l2norm([])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_capi_master_weights_bit_for_bit(device):
+    """tinycuda.capi.adamw_ with masters (NumPy float16 on the CPU, torch bf16 on CUDA) writes the torch op's bits."""
+    from tinycuda import capi
+    torch.manual_seed(7)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float16
+    params = [torch.randn(s, device=device).to(dtype) for s in SHAPES]
+    grads = [torch.randn_like(p) for p in params]
+    state = [[torch.rand(s, device=device) for s in SHAPES] for _ in range(2)]
+    masters = [p.float() for p in params]
+    lists = [params, grads, *state, masters]
+    ours = [[t.clone() for t in ts] for ts in lists]
+    kw = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, step=2)
+    tinycuda.adamw_(*lists[:4], **kw, masters=lists[4])
+    conv = (lambda t: t.numpy()) if device == "cpu" else (lambda t: t)
+    capi.adamw_(*([conv(t) for t in ts] for ts in ours[:4]), **kw, masters=[conv(t) for t in ours[4]])
+    for a, b in zip(sum(ours, []), sum(lists, [])):
+        assert torch.equal(a, b)
+    with pytest.raises(TypeError, match=r"tinycuda.capi.adamw_: master weights go with float16 or bfloat16"):
+        a = np.zeros(2, np.float32)
+        capi.adamw_([a], [a], [a.copy()], [a.copy()], **kw, masters=[a.copy()])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_master_weights_state_dict_keeps_float32(device):
+    """torch's load_state_dict casts state to the parameter's dtype; the masters and their moments stay
+    float32, and a reloaded optimizer continues bit for bit."""
+    torch.manual_seed(8)
+    a = [torch.randn(s, device=device).bfloat16().requires_grad_() for s in SHAPES]
+    b = [t.detach().clone().requires_grad_() for t in a]
+    grads = [torch.randn_like(t) for t in a]
+    opt = _run(AdamW, a, grads, 2, master_weights=True, **KW)
+    other = _run(AdamW, b, grads, 2, master_weights=True, **KW)
+    again = AdamW(b, master_weights=True, **KW)
+    again.load_state_dict(other.state_dict())
+    assert all(again.state[p][k].dtype == torch.float32 for p in b for k in ("master", "exp_avg", "exp_avg_sq"))
+    for x, g in zip(a, grads):
+        x.grad = g
+    for x, g in zip(b, grads):
+        x.grad = g
+    opt.step(), again.step()
+    assert all(torch.equal(x, y) for x, y in zip(a, b))

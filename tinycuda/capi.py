@@ -1496,19 +1496,35 @@ def _pointers(views, names):
 
 
 def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, step, grad_norm=None,
-           max_grad_norm=0.0, *, stream=None):
+           max_grad_norm=0.0, masters=None, *, stream=None):
     """tinycuda.adamw_: params, exp_avgs and exp_avg_sqs updated in place, one AdamW step (lists of
     C-contiguous arrays of one dtype and device, each i of one shape); grad_norm: multi_tensor_l2norm's
-    one-element result (float32, float64 for float64), read by the kernel: the clip's norm."""
+    one-element result (float32, float64 for float64), read by the kernel: the clip's norm. masters:
+    master weights, float32 copies of float16/bfloat16 params, updated in place; exp_avgs and
+    exp_avg_sqs are then float32 too (tinycuda/adamw.h)."""
     op = "adamw_"
     lists = {"params": params, "grads": grads, "exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs}
+    if masters is not None and len(masters):
+        lists["masters"] = masters
     if len({len(xs) for xs in lists.values()}) != 1:
-        raise ValueError(f"tinycuda.capi.{op}: params, grads, exp_avgs and exp_avg_sqs must have one array each "
-                         f"alike, got {', '.join(str(len(xs)) for xs in lists.values())}")
+        names = ", ".join(list(lists)[:-1]) + " and " + list(lists)[-1]
+        raise ValueError(f"tinycuda.capi.{op}: {names} must have one array each alike, got "
+                         f"{', '.join(str(len(xs)) for xs in lists.values())}")
     n = len(params)
     if n == 0:
         return
-    v = _check(op, {f"{name}[{i}]": a for name, xs in lists.items() for i, a in enumerate(xs)})
+    # the 16-bit side (params, grads) and the state's (one dtype with it, or float32 beside masters)
+    low = ("params", "grads") if "masters" in lists else tuple(lists)
+    v = _check(op, {f"{name}[{i}]": a for name in low for i, a in enumerate(lists[name])})
+    if "masters" in lists:
+        v.update(_check(op, {f"{name}[{i}]": a for name in ("masters", "exp_avgs", "exp_avg_sqs")
+                             for i, a in enumerate(lists[name])}))
+        if v["masters[0]"].dtype != "float32" or v["params[0]"].dtype not in ("float16", "bfloat16"):
+            raise TypeError(f"tinycuda.capi.{op}: master weights go with float16 or bfloat16 params and float32 "
+                            f"masters, got {v['params[0]'].dtype} and {v['masters[0]'].dtype}")
+        if v["masters[0]"].device != v["params[0]"].device:
+            raise ValueError(f"tinycuda.capi.{op}: masters are on {v['masters[0]'].device} but params on "
+                             f"{v['params[0]'].device}")
     for i in range(n):
         _same_shape(op, v, *(f"{name}[{i}]" for name in lists))
     first = v["params[0]"]
@@ -1523,7 +1539,8 @@ def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_d
     _call(op, first, stream, "adamw", count=n, numel=ffi.new("int64_t[]", [v[f"params[{i}]"].size for i in range(n)]),
           params=ptrs["params"], grads=ptrs["grads"], exp_avg=ptrs["exp_avgs"], exp_avg_sq=ptrs["exp_avg_sqs"],
           lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay),
-          step=int(step), grad_norm=norm, max_grad_norm=float(max_grad_norm))
+          step=int(step), grad_norm=norm, max_grad_norm=float(max_grad_norm),
+          master=ptrs.get("masters"))
 
 
 def multi_tensor_l2norm(tensors, *, out=None, stream=None):

@@ -70,6 +70,8 @@ def add_arguments(p):
                    "lr, warm-up and cosine length are the first run's)")
     t.add_argument("--cuda-graph", action="store_true", help="capture a step's forward and backward once in a CUDA "
                    "graph and replay it (one GPU; the tinycuda and torch backends): no per-kernel launch cost")
+    t.add_argument("--master-weights", action="store_true", help="tinycuda backend: bfloat16 parameters, float32 "
+                   "master weights and moments in the optimizer (no autocast casts a step)")
     t.add_argument("--plot", metavar="PNG", help="loss curves of every backend run (needs matplotlib)")
     t.add_argument("--json", metavar="FILE", help="write the results as JSON")
     g = sub.add_parser("generate", help="sample text from a checkpoint")
@@ -228,7 +230,8 @@ def _optimizer(model, args, backend):
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     if backend == "tinycuda":
         from .optim import AdamW
-        return AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=args.grad_clip or None)
+        return AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=args.grad_clip or None,
+                     master_weights=getattr(args, "master_weights", False))
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
 
 
@@ -301,6 +304,10 @@ class GraphedStep:
 def train_one(backend, cfg, args, text, device, dist, progress=None):
     import torch
     model = build(cfg, backend, device, args.seed)
+    if args.master_weights and backend == "tinycuda":
+        # the model held and run in bf16 (autocast then changes nothing), the optimizer stepping float32
+        # copies: the same initial weights as the other backends', rounded once
+        model.to(torch.bfloat16)
     opt = _optimizer(model, args, backend)
     step0 = 0
     schedule = {"lr": args.lr, "warmup": args.warmup, "steps": args.steps}

@@ -2,6 +2,7 @@
 // ranges of a tensor's elements; the norm sums kNormChunk-element chunks left
 // to right, then the chunks in order (CUDA's chunks, each summed by a tree
 // there: the order is fixed by the shapes, not the thread count).
+#include <type_traits>
 #include <vector>
 
 #include "../shared/adamw_math.h"
@@ -19,17 +20,23 @@ tc_status tc_adamw_cpu(const tc_adamw_params* p) {
       const int64_t n = p->numel[t];
       T* w = static_cast<T*>(p->params[t]);
       const T* g = static_cast<const T*>(p->grads[t]);
-      T* m = static_cast<T*>(p->exp_avg[t]);
-      T* v = static_cast<T*>(p->exp_avg_sq[t]);
       const int64_t threads = threads_for(n, 8 * n);
-      const bool ok = run_threads(threads, [&](int64_t k) {
-        const int64_t lo = n * k / threads, hi = n * (k + 1) / threads;
-        for (int64_t i = lo; i < hi; ++i) {
-          A pi = to_acc(w[i]), mi = to_acc(m[i]), vi = to_acc(v[i]);
-          adamw_update(pi, A(to_acc(g[i])) * clip, mi, vi, c);
-          w[i] = from_acc<T>(pi), m[i] = from_acc<T>(mi), v[i] = from_acc<T>(vi);
-        }
-      });
+      // the state in T, or (master weights: 16-bit T) in float beside a float copy of the parameter
+      auto step = [&](auto* m, auto* v, float* master) {
+        return run_threads(threads, [&](int64_t k) {
+          const int64_t lo = n * k / threads, hi = n * (k + 1) / threads;
+          for (int64_t i = lo; i < hi; ++i) {
+            A pi = master ? A(master[i]) : A(to_acc(w[i])), mi = A(to_acc(m[i])), vi = A(to_acc(v[i]));
+            adamw_update(pi, A(to_acc(g[i])) * clip, mi, vi, c);
+            if (master) master[i] = float(pi);
+            w[i] = from_acc<T>(pi);
+            m[i] = from_acc<std::remove_pointer_t<decltype(m)>>(mi), v[i] = from_acc<std::remove_pointer_t<decltype(v)>>(vi);
+          }
+        });
+      };
+      const bool ok = p->master ? step(static_cast<float*>(p->exp_avg[t]), static_cast<float*>(p->exp_avg_sq[t]),
+                                       static_cast<float*>(p->master[t]))
+                                : step(static_cast<T*>(p->exp_avg[t]), static_cast<T*>(p->exp_avg_sq[t]), nullptr);
       if (!ok) return tc_fail(TC_ERR_INTERNAL, "adamw_: a CPU worker thread failed");
     }
     return TC_OK;

@@ -8,10 +8,12 @@
 // up to kTensors tensors and, per block, its tensor and chunk: nothing is
 // copied to the device first, so a step is a few launches whatever the
 // tensor count, and a CUDA graph captures it as it is. The arguments stay
-// under the 4 KB that every launch can pass (2.6 KB for adamw).
+// under the 4 KB that every launch can pass (2.9 KB for adamw).
 //
 // Bytes: adamw reads p, g, m, v and writes p, m, v: 28 B a float32 parameter
-// (124M parameters: 3.5 GB, 1.15 ms at 3 TB/s); the norm reads 4 B an element.
+// (124M parameters: 3.5 GB, 1.15 ms at 3 TB/s); with bf16 master weights it
+// reads g, m, v, master and writes p, m, v, master: 30 B; the norm reads 4 B
+// (2 B) an element.
 // A block of 256 threads takes 64 elements a thread, in 16-byte vectors where
 // all four buffers are 16-byte aligned (a chunk starts at a multiple of
 // 16384 elements, so only the tensors' own addresses decide), else one
@@ -21,6 +23,7 @@
 // workspace in chunk order, then one block adds them in a fixed order and
 // takes the square root: bit-identical run to run.
 #include <algorithm>
+#include <type_traits>
 
 #include "../shared/adamw_math.h"
 #include "kit/cuda_utils.cuh"
@@ -78,44 +81,58 @@ tc_status for_each_batch(int64_t count, const int64_t* numel, const void* const*
 
 constexpr int kAdamwTensors = 24;
 
-template <class T> struct AdamwArgs {
-  Batch<4, kAdamwTensors> b;
+// MASTER: 16-bit p and g, float m, v and master (adamw.h), lists p, g, m, v, master;
+// else every list in T and the fifth unused. S: the state's element type.
+template <class T, bool MASTER> struct AdamwArgs {
+  Batch<5, kAdamwTensors> b;
   AdamwCoefs<acc_t<T>> c;
   const acc_t<T>* grad_norm;  // NULL: no clipping
   acc_t<T> max_grad_norm;
 };
 
-template <class T>
-__global__ void __launch_bounds__(kThreads) adamw_kernel(const __grid_constant__ AdamwArgs<T> a) {
+template <class T, bool MASTER>
+__global__ void __launch_bounds__(kThreads) adamw_kernel(const __grid_constant__ AdamwArgs<T, MASTER> a) {
   using A = acc_t<T>;
+  using S = std::conditional_t<MASTER, float, T>;
   const int t = a.b.tensor[blockIdx.x];
   const int64_t start = int64_t(a.b.chunk[blockIdx.x]) * kNormChunk;
   const int64_t n = min(kNormChunk, a.b.numel[t] - start);
   T* p = static_cast<T*>(a.b.ptr[0][t]) + start;
   const T* g = static_cast<const T*>(a.b.ptr[1][t]) + start;
-  T* m = static_cast<T*>(a.b.ptr[2][t]) + start;
-  T* v = static_cast<T*>(a.b.ptr[3][t]) + start;
+  S* m = static_cast<S*>(a.b.ptr[2][t]) + start;
+  S* v = static_cast<S*>(a.b.ptr[3][t]) + start;
+  float* w = MASTER ? static_cast<float*>(a.b.ptr[4][t]) + start : nullptr;
   const A clip = a.grad_norm ? clip_coef(*a.grad_norm, a.max_grad_norm) : A(1);
-  constexpr int V = 16 / sizeof(T);
+  // V elements a thread a pass: 16 bytes of the widest buffer (the float state's with master weights:
+  // 4, read as one Vec<float> and written to p and g as 8 bytes)
+  constexpr int V = 16 / sizeof(S);
   int64_t i0 = 0;
-  if (((uintptr_t(p) | uintptr_t(g) | uintptr_t(m) | uintptr_t(v)) & 15) == 0) {
+  if (((uintptr_t(p) | uintptr_t(g) | uintptr_t(m) | uintptr_t(v) | uintptr_t(w)) & 15) == 0) {
     const int64_t nv = n / V * V;
     for (int64_t i = int64_t(threadIdx.x) * V; i < nv; i += kThreads * V) {
-      Vec<T> pv = load_vec(p + i), gv = load_vec(g + i), mv = load_vec(m + i), vv = load_vec(v + i);
+      Vec<T, V> pv = load_vec<T, V>(p + i), gv = load_vec<T, V>(g + i);
+      Vec<S, V> mv = load_vec<S, V>(m + i), vv = load_vec<S, V>(v + i);
+      Vec<float, V> wv;
+      if constexpr (MASTER) wv = load_vec<float, V>(w + i);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        A pk = to_acc(pv.v[k]), mk = to_acc(mv.v[k]), vk = to_acc(vv.v[k]);
+        A pk, mk = A(to_acc(mv.v[k])), vk = A(to_acc(vv.v[k]));
+        if constexpr (MASTER) pk = wv.v[k]; else pk = to_acc(pv.v[k]);
         adamw_update(pk, A(to_acc(gv.v[k])) * clip, mk, vk, a.c);
-        pv.v[k] = from_acc<T>(pk), mv.v[k] = from_acc<T>(mk), vv.v[k] = from_acc<T>(vk);
+        if constexpr (MASTER) wv.v[k] = pk;
+        pv.v[k] = from_acc<T>(pk), mv.v[k] = from_acc<S>(mk), vv.v[k] = from_acc<S>(vk);
       }
       store_vec(p + i, pv), store_vec(m + i, mv), store_vec(v + i, vv);
+      if constexpr (MASTER) store_vec(w + i, wv);
     }
     i0 = nv;
   }
   for (int64_t i = i0 + threadIdx.x; i < n; i += kThreads) {
-    A pk = to_acc(p[i]), mk = to_acc(m[i]), vk = to_acc(v[i]);
+    A pk, mk = A(to_acc(m[i])), vk = A(to_acc(v[i]));
+    if constexpr (MASTER) pk = w[i]; else pk = to_acc(p[i]);
     adamw_update(pk, A(to_acc(g[i])) * clip, mk, vk, a.c);
-    p[i] = from_acc<T>(pk), m[i] = from_acc<T>(mk), v[i] = from_acc<T>(vk);
+    if constexpr (MASTER) w[i] = pk;
+    p[i] = from_acc<T>(pk), m[i] = from_acc<S>(mk), v[i] = from_acc<S>(vk);
   }
 }
 
@@ -175,16 +192,25 @@ tc_status tc_adamw_cuda(const tc_adamw_params* p) {
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     using A = acc_t<T>;
-    AdamwArgs<T> args{};
-    args.c = adamw_coefs<A>(p);
-    args.grad_norm = static_cast<const A*>(p->grad_norm);
-    args.max_grad_norm = A(p->max_grad_norm);
-    const void* const* lists[4] = {p->params, p->grads, p->exp_avg, p->exp_avg_sq};
-    return for_each_batch<4, kAdamwTensors>(p->count, p->numel, lists, [&](const auto& b, int blocks) {
-      args.b = b;
-      adamw_kernel<T><<<blocks, kThreads, 0, as_stream(p->stream)>>>(args);
-      return check_launch(op);
-    });
+    auto run = [&](auto master) -> tc_status {
+      constexpr bool MASTER = decltype(master)::value;
+      AdamwArgs<T, MASTER> args{};
+      args.c = adamw_coefs<A>(p);
+      args.grad_norm = static_cast<const A*>(p->grad_norm);
+      args.max_grad_norm = A(p->max_grad_norm);
+      // without master weights the fifth list repeats the params (read by no kernel)
+      const void* const* lists[5] = {p->params, p->grads, p->exp_avg, p->exp_avg_sq,
+                                     MASTER ? p->master : p->params};
+      return for_each_batch<5, kAdamwTensors>(p->count, p->numel, lists, [&](const auto& b, int blocks) {
+        args.b = b;
+        adamw_kernel<T, MASTER><<<blocks, kThreads, 0, as_stream(p->stream)>>>(args);
+        return check_launch(op);
+      });
+    };
+    if constexpr (sizeof(T) == 2) {
+      if (p->master) return run(std::true_type{});
+    }
+    return run(std::false_type{});
   });
 }
 

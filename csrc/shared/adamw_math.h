@@ -34,6 +34,12 @@ inline tc_status adamw_check(const tc_adamw_params* p) {
   for (int64_t t = 0; t < p->count; ++t)
     TC_REQUIRE(p->numel[t] == 0 || (p->params[t] && p->grads[t] && p->exp_avg[t] && p->exp_avg_sq[t]),
                "%s: a buffer of tensor %lld is NULL", op, (long long)t);
+  if (p->master) {
+    TC_REQUIRE(p->dtype == TC_FLOAT16 || p->dtype == TC_BFLOAT16,
+               "%s: master weights go with float16 or bfloat16 params, got dtype code %d", op, int(p->dtype));
+    for (int64_t t = 0; t < p->count; ++t)
+      TC_REQUIRE(p->numel[t] == 0 || p->master[t], "%s: master[%lld] is NULL", op, (long long)t);
+  }
   TC_REQUIRE(p->step >= 1, "%s: step must be >= 1 (the count after this step), got %lld", op, (long long)p->step);
   TC_REQUIRE(p->lr >= 0, "%s: lr must be >= 0, got %g", op, p->lr);
   TC_REQUIRE(p->eps >= 0, "%s: eps must be >= 0, got %g", op, p->eps);

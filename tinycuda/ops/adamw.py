@@ -16,7 +16,7 @@ def norm_dtype(dtype):
 
 
 def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, step, grad_norm=None,
-           max_grad_norm=0.0):
+           max_grad_norm=0.0, masters=()):
     """For every i, with g = grads[i] * min(1, max_grad_norm / (grad_norm + 1e-6)) (g = grads[i]
     without grad_norm): params[i] *= 1 - lr * weight_decay; exp_avgs[i] += (1 - beta1) * (g -
     exp_avgs[i]); exp_avg_sqs[i] = beta2 * exp_avg_sqs[i] + (1 - beta2) * g * g; params[i] -=
@@ -24,12 +24,14 @@ def adamw_(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_d
 
     One dtype and device for every tensor; params, exp_avgs and exp_avg_sqs contiguous; step the
     count after this step (>= 1). grad_norm: multi_tensor_l2norm's 0-dim result, read on the
-    device (no sync)."""
+    device (no sync). masters: master weights: float32 copies of float16/bfloat16 params (and
+    exp_avgs, exp_avg_sqs float32); the step runs on them and writes each param as its master
+    rounded to nearest."""
     if not any((params, grads, exp_avgs, exp_avg_sqs)):  # nothing to update, and no tensor to dispatch on
         return
     torch.ops.tinycuda.adamw_(params, grads, exp_avgs, exp_avg_sqs, lr=float(lr), beta1=float(beta1),
                               beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay), step=int(step),
-                              grad_norm=grad_norm, max_grad_norm=float(max_grad_norm))
+                              grad_norm=grad_norm, max_grad_norm=float(max_grad_norm), masters=list(masters) or None)
 
 
 def multi_tensor_l2norm(tensors):
@@ -52,11 +54,19 @@ def _same(op, tensors, name, first):
 
 @register_fake("tinycuda::adamw_")
 def _adamw_fake(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, step, grad_norm,
-                max_grad_norm):
+                max_grad_norm, masters=None):
+    masters = masters or ()
     torch._check(len(grads) == len(exp_avgs) == len(exp_avg_sqs) == len(params),
                  lambda: "tinycuda::adamw_: params, grads, exp_avgs and exp_avg_sqs must have one tensor each alike")
-    for name, ts in (("grads", grads), ("exp_avgs", exp_avgs), ("exp_avg_sqs", exp_avg_sqs)):
-        _same("adamw_", ts, name, params[0])
+    torch._check(len(masters) in (0, len(params)),
+                 lambda: "tinycuda::adamw_: masters must be empty or have one tensor a parameter")
+    if masters:
+        torch._check(params[0].dtype in (torch.float16, torch.bfloat16) and masters[0].dtype == torch.float32,
+                     lambda: "tinycuda::adamw_: master weights go with float16 or bfloat16 params and float32 masters")
+    state = masters[0] if masters else params[0]
+    for name, ts, like in (("grads", grads, params[0]), ("exp_avgs", exp_avgs, state),
+                           ("exp_avg_sqs", exp_avg_sqs, state), ("masters", masters, state)):
+        _same("adamw_", ts, name, like)
         for i, t in enumerate(ts):
             torch._check(t.shape == params[i].shape,
                          lambda: f"tinycuda::adamw_: {name}[{i}] must have params[{i}]'s shape")

@@ -19,6 +19,13 @@
  *   p  = p - lr / (1 - beta1^s) * m / (sqrt(v) / sqrt(1 - beta2^s) + eps)
  * in float (double for float64), every buffer of one dtype (torch's default
  * state: exp_avg and exp_avg_sq as the parameter), each tensor contiguous.
+ *
+ * Master weights (master != NULL; dtype float16 or bfloat16): the parameters
+ * and gradients are 16-bit, exp_avg, exp_avg_sq and master float32; the step
+ * above runs on master (p is master's value) and then writes the parameter as
+ * master rounded to nearest. A model then runs in 16 bits with no cast a step
+ * (llm.c's arrangement; it rounds stochastically, this rounds to nearest, so
+ * a run is the same bit for bit).
  * The pointer arrays are host memory (of device pointers for CUDA); CUDA
  * passes them to its kernels as launch arguments: no copy and nothing to
  * free (a CUDA graph captures the step, but replays it with the lr, step and
@@ -38,6 +45,7 @@ typedef struct {
   const void* const* grads;
   void* const* exp_avg;    /* [count], updated in place */
   void* const* exp_avg_sq; /* [count], updated in place */
+  void* const* master;     /* NULL, or [count] float32 copies of 16-bit params (above), updated in place */
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;            /* >= 1 */
   const void* grad_norm;   /* NULL, or one float (double for float64): the norm to clip
