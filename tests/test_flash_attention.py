@@ -293,3 +293,126 @@ def test_capi_varlen_matches_the_torch_op():
                              cu_seqlens_k=cu["cu_seqlens_k"], **sizes)
     with pytest.raises(capi.CapiError, match=r"sequence 0 has length 4, above seqlen_q \(3\)"):
         capi.flash_attention(q.numpy(), k.numpy(), v.numpy(), **cu, max_seqlen_q=3, max_seqlen_k=6)
+
+
+# Decode (tinycuda/nn/gpt.py's decode(): one new token a step against a KV cache), the CUDA forward's split-KV
+# path (shared/flash_attention_plan.h): (batch, heads_q, heads_kv, seqlen_q, seqlen_k, options). Every batch,
+# head layout (MHA 12/12, GQA 12/4, MQA 12/1), seqlen_q and seqlen_k of the product; the options cycle (5
+# lengths against 3 options: each length meets each option). seqlen_k 1 and 7 stay on the kernels from before
+# (fewer than 32 visible keys), as do causal top-left rows (they see seqlen_q keys at most); the rest split.
+_DECODE_OPTIONS = [{}, {"causal": True}, {"window": (200, 0), "softcap": 5.0}]
+DECODE_CASES = [(b, hq, hkv, sq, sk, _DECODE_OPTIONS[n % 3]) for n, (b, (hq, hkv), sq, sk) in enumerate(
+    (b, heads, sq, sk) for b in (1, 3, 16) for heads in ((12, 12), (12, 4), (12, 1)) for sq in (1, 2)
+    for sk in (1, 7, 1000, 1024, 4097))] + [
+    (1, 12, 12, 8, 1024, {"window": (40, 0)}),       # 8 query rows a warp, a window narrower than the keys
+    (1, 12, 4, 8, 4097, {"causal": True}),           # a group's 24 rows: 3 warps of 8 read each split
+    (2, 12, 1, 5, 1000, {"softcap": 2.0}),           # MQA's 60 rows: 8 chunks, the last of 4 rows
+    (1, 12, 12, 2, 1024, {"causal": True, "top_left": True}),  # top-left: 2 keys at most, no split
+    (1, 12, 12, 1, 1024, {"window": (-1, 3)}),       # a right window alone: every key (bottom-right)
+]
+
+
+def _decode_id(c):
+    b, hq, hkv, sq, sk, kw = c
+    return f"{b}-{hq}-{hkv}-{sq}-{sk}" + "".join(f"-{k}{v}" for k, v in kw.items())
+
+
+def _decode_inputs(b, hq, hkv, sq, sk, d, dtype):
+    """q, and k and v as the GPT's decode passes them: cache[:, :seqlen_k] views of a [B, context, H, D] cache
+    (context 1025, or seqlen_k + 1 above that: batch stride context * H * D, not seqlen_k * H * D)."""
+    q = torch.randn(b, sq, hq, d, device="cuda").to(dtype)
+    cache = torch.randn(2, b, max(1025, sk + 1), hkv, d, device="cuda").to(dtype)
+    return q, cache[0, :, :sk], cache[1, :, :sk]
+
+
+def _decode_args(kw):
+    left, right = kw.get("window", (-1, -1))
+    return dict(causal=kw.get("causal", False), softcap=kw.get("softcap", 0.0), window_left=left,
+                window_right=right, top_left=kw.get("top_left", False))
+
+
+def _lse_ref(q, k, kw):
+    """lse in float64 (+inf for a row that sees no key), from _attention_ref's mask."""
+    (b, sq, hq, d), (sk, hkv) = q.shape, k.shape[1:3]
+    s = torch.einsum("bihd,bjhd->bhij", q.double(), k.double().repeat_interleave(hq // hkv, 2)) / math.sqrt(d)
+    if kw.get("softcap"):
+        s = kw["softcap"] * torch.tanh(s / kw["softcap"])
+    i = torch.arange(sq, device=q.device)[:, None] + (0 if kw.get("top_left") else sk - sq)
+    j = torch.arange(sk, device=q.device)[None, :]
+    left, right = kw.get("window", (-1, -1))
+    right = 0 if kw.get("causal") else right
+    seen = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if left >= 0:
+        seen &= j - i >= -left
+    if right >= 0:
+        seen &= j - i <= right
+    lse = s.masked_fill(~seen, -math.inf).logsumexp(-1)
+    return torch.where(seen.any(-1), lse, math.inf)
+
+
+@requires_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("case", DECODE_CASES, ids=_decode_id)
+def test_flash_attention_decode(dtype, head_dim, case):
+    """Output (the op table's rule against float64), lse, and the gradients through it (the backward reads the
+    out and lse the split path produced), on strided KV-cache views."""
+    b, hq, hkv, sq, sk, kw = case
+    q, k, v = _decode_inputs(b, hq, hkv, sq, sk, head_dim, dtype)
+    args = _decode_args(kw)
+    _, lse = torch.ops.tinycuda.flash_attention(q, k, v, args["causal"], None, args["window_left"],
+                                                args["window_right"], args["softcap"], args["top_left"])
+    want = _lse_ref(q, k, kw)
+    assert lse.dtype == torch.float32 and lse.shape == (b, hq, sq)
+    assert torch.equal(lse.isinf(), want.isinf()) and (lse[lse.isinf()] > 0).all()
+    fin = want.isfinite()
+    torch.testing.assert_close(lse[fin].double(), want[fin], rtol=1e-5, atol=1e-4)
+    check_op(lambda q, k, v: ops.flash_attention(q, k, v, causal=args["causal"], softcap=args["softcap"],
+                                                 window=(args["window_left"], args["window_right"]))
+             if not args["top_left"] else _first(torch.ops.tinycuda.flash_attention)(
+                 q, k, v, args["causal"], None, args["window_left"], args["window_right"], args["softcap"], True),
+             lambda q, k, v: _attention_ref(q, k, v, **kw), [q, k, v], rtol32=1e-4, atol32=1e-4,
+             grad_atol32=5e-4)
+
+
+@requires_cuda
+def test_flash_attention_decode_is_deterministic():
+    """The combine merges the splits in a fixed order: bit-identical out and lse run to run."""
+    q, k, v = _decode_inputs(1, 12, 4, 2, 4097, 128, torch.bfloat16)
+    first = torch.ops.tinycuda.flash_attention(q, k, v, True)
+    for _ in range(20):
+        again = torch.ops.tinycuda.flash_attention(q, k, v, True)
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+@requires_cuda
+def test_flash_attention_workspace_size_follows_the_split_rule():
+    """tc_flash_attention_workspace_size: splits * rows * (head_dim + 1) floats where the split path runs
+    (shared/flash_attention_plan.h's examples), 0 where it does not."""
+    from tinycuda import capi
+    lib = capi.lib()
+
+    def size(batch=1, sq=1, sk=1024, hq=12, hkv=12, d=64, dtype="TC_BFLOAT16", algo=0, varlen=False, ptr=256,
+             **kw):
+        p = capi.ffi.new("tc_flash_attention_params*")
+        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim = (
+            getattr(lib, dtype), batch, sq, sk, hq, hkv, d)
+        for name in ("q", "k", "v", "o"):
+            setattr(p, name, capi.ffi.cast("void*", ptr))
+        p.q_stride = [sq * hq * d, hq * d, d]
+        p.k_stride = p.v_stride = [sk * hkv * d, hkv * d, d]
+        p.o_stride = [sq * hq * d, hq * d, d]
+        p.scale, p.window_left, p.window_right, p.algo = 0.125, -1, -1, algo
+        for name, value in kw.items():
+            setattr(p, name, value)
+        if varlen:
+            p.cu_seqlens_q = p.cu_seqlens_k = capi.ffi.cast("const int32_t*", 256)
+        return lib.tc_flash_attention_workspace_size(p)
+
+    assert size() == 64 * 12 * 65 * 4                          # 64 splits of 16 keys
+    assert size(sk=8192) == 171 * 12 * 65 * 4
+    assert size(batch=16) == 11 * 16 * 12 * 65 * 4
+    assert size(hkv=1) == 64 * 12 * 65 * 4                     # MQA: 2 row chunks, 64 splits (keys bound)
+    assert size(d=128, dtype="TC_FLOAT32", sq=2) == 64 * 24 * 129 * 4
+    for no in (dict(sq=9), dict(sk=31), dict(d=96), dict(dtype="TC_FLOAT64"), dict(algo=2), dict(varlen=True),
+               dict(batch=256), dict(ptr=258), dict(causal=1, top_left=1)):
+        assert size(**no) == 0, no

@@ -377,7 +377,8 @@ def run(args):
     timer = Timer(device, args.reps)
     peaks = measure_peaks(device, timer)
     cases = [(info, m, sh) for info in (SPECS[o] for o in (args.ops or SPECS)) for m in info.bench.modes
-             if m in modes for sh in info.bench.shapes.get("cpu" if device == "cpu" else args.shapes, [])]
+             if m in modes for sh in info.bench.shapes.get("cpu" if device == "cpu" else args.shapes, [])
+             if info.bench.shape_modes is None or m in info.bench.shape_modes(sh)]
     rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task("benchmarking", total=len(cases))

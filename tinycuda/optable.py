@@ -85,6 +85,7 @@ class Bench:
     fp32_tol: float = 1e-5
     ref: callable = None             # eager's function when not the entry's ref (attention: torch's SDPA)
     grad: tuple = None               # the indices of make's args that get gradients; None: every floating tensor
+    shape_modes: callable = None     # shape -> the modes it runs (of `modes`); None: every one
 
 
 @dataclass
@@ -2511,6 +2512,7 @@ ATTENTION_CASES = [
     (2, 2, 3, 1, 1, 8, {}), (1, 5, 3, 1, 1, 4, {"causal": True}),
     (0, 5, 5, 1, 1, 8, {}), (1, 0, 5, 1, 1, 8, {}), (1, 5, 0, 1, 1, 8, {}), (1, 3, 4, 0, 0, 8, {}),
     (1, 6, 4, 1, 1, 8, {"window": (2**63 - 1, -1)}), (1, 6, 4, 1, 1, 8, {"window": (-1, 2**63 - 1)}),  # no bound
+    (1, 2, 100, 4, 2, 64, {"causal": True}),  # decode: CUDA's split-KV path (7 splits of 15 keys)
 ]
 
 
@@ -2763,15 +2765,28 @@ def _matmul_bench(sh, dt, dev):
 
 
 def _attention_bench(sh, dt, dev):
-    b, h, s, d = sh
-    return [randn((b, s, h, d), dev, dt) for _ in range(3)]
+    """q, k, v [B, S, H, D] for (batch, heads, seqlen, head_dim), or a decode step's (batch, heads, seqlen_q,
+    seqlen_k, head_dim): q [B, Sq, H, D] against k, v [B, Sk, H, D]."""
+    b, h, *s, d = sh
+    sq, sk = s if len(s) == 2 else (s[0], s[0])
+    return [randn((b, sq, h, d), dev, dt)] + [randn((b, sk, h, d), dev, dt) for _ in range(2)]
 
 
 def _attention_flops(shape, mode, s):
     """(batch, heads, seqlen, head_dim): QK^T and PV are 4 B H S^2 D; the
-    backward is 2.5x the forward (FlashAttention's count)."""
+    backward is 2.5x the forward (FlashAttention's count). A decode step
+    (batch, heads, seqlen_q, seqlen_k, head_dim) is memory-bound: GB/s over
+    K and V read once and q and O once, 2 (Sk + Sq) B H D itemsize."""
+    if len(shape) == 5:
+        b, h, sq, sk, d = shape
+        return "GB/s", 2 * (sk + sq) * b * h * d * s
     b, h, n, d = shape
     return "TFLOP/s", {"fwd": 4, "bwd": 10, "fwd+bwd": 14}[mode] * b * h * n * n * d
+
+
+def _attention_modes(shape):
+    """Decode shapes (5-tuples) are benched forward only: generation runs no backward."""
+    return ("fwd",) if len(shape) == 5 else MODES
 
 
 def _causal_bench(sh, dt, dev):
@@ -3299,9 +3314,14 @@ OPS = [
            grad_atol=5e-4, racecheck=True, errors=_flash_attention_errors,
            bench=Bench({"small": [(4, 16, 1024, 64)], "large": [(4, 32, 4096, 128)],
                         "all": [(16, 32, 512, 128), (4, 32, 1024, 128), (4, 32, 4096, 64), (4, 32, 4096, 128),
-                                (4, 16, 4096, 256), (2, 16, 8192, 128), (1, 32, 16384, 128)],
+                                (4, 16, 4096, 256), (2, 16, 8192, 128), (1, 32, 16384, 128),
+                                # decode steps, GPT-2 small's heads (batch, heads, seqlen_q, seqlen_k, head_dim):
+                                # the split-KV path, forward only, GB/s
+                                (1, 12, 1, 1024, 64), (16, 12, 1, 1024, 64), (1, 12, 1, 8192, 64),
+                                (16, 12, 1, 8192, 64)],
                         "cpu": [(1, 2, 256, 64)]},
-                       _attention_bench, _attention_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
+                       _attention_bench, _attention_flops, modes=("fwd", "fwd+bwd"), shape_modes=_attention_modes,
+                       fp32_tol=1e-3,
                        ref=_sdpa_bshd(),
                        variants={f"eager[{b.lower()}]": _sdpa_bshd(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
     # benched causal (is_causal=True, [B, H, S, D]); flash_attention's bench is the unmasked case

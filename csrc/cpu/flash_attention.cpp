@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../shared/flash_attention_check.h"
+#include "../shared/flash_attention_plan.h"
 #include "kit/cpu_utils.h"
 #include "kit/parallel.h"
 
@@ -183,6 +184,17 @@ tc_status tc_flash_attention_backward_cpu(const tc_flash_attention_backward_para
   return dispatch_cpu(p->dtype, op, [&](auto tag) {
     return backward<decltype(tag)>(p) ? TC_OK : tc_fail(TC_ERR_INTERNAL, "%s: out of memory for the buffers", op);
   });
+}
+
+// The CUDA forward's split-KV partials (shared/flash_attention_plan.h); the
+// CPU forward reads none, and a build without CUDA has no split path: 0.
+size_t tc_flash_attention_workspace_size(const tc_flash_attention_params* p) {
+#ifdef TC_WITH_CUDA
+  return plan::attention_split(p).total;
+#else
+  (void)p;
+  return 0;
+#endif
 }
 
 size_t tc_flash_attention_backward_workspace_size(const tc_flash_attention_backward_params* p) {

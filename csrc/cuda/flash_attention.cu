@@ -65,6 +65,14 @@
 //         the same way 462 / 669 (599) / 724. Without the consumers' ping-pong:
 //         318 (256), 549 (441), 597.
 //
+//  SPLIT  flash-decoding, AUTO only (not a kept variant): seqlen_q <= 8 and
+//         too few (b, kv head) pairs to fill the GPU (plan::attention_split,
+//         shared/flash_attention_plan.h: the rule and its numbers). Keys cut
+//         into splits, a warp per (b, kv head, up to 8 of the group's query
+//         rows, split) writes partial O and lse to the workspace, a combine
+//         kernel merges them in split order (the split section below). fp16,
+//         bf16, fp32; D = 64 or 128; fixed lengths (varlen runs the above).
+//
 // Backward (NAIVE, every dtype, D <= 512), from the saved O and lse:
 //  delta  D_i = <dO_i, O_i> into the workspace, a warp per (b, h, i).
 //  dq     a warp per (b, h, i): walks keys [lo(i), hi(i)); s recomputed,
@@ -123,9 +131,11 @@
 // forward 537 against 564 TFLOP/s (causal 479 against 492).
 #include "tinycuda/flash_attention.h"
 #include "../shared/flash_attention_check.h"
+#include "../shared/flash_attention_plan.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/mma.cuh"
 #include "kit/reduce.cuh"
+#include "kit/vec.cuh"
 
 #include <algorithm>
 #include <atomic>
@@ -1286,6 +1296,193 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 }  // namespace fa3
 
 // ---------------------------------------------------------------------------
+// SPLIT forward (flash-decoding): a few query rows against many keys. The
+// rule, the cut and the workspace are plan::attention_split's
+// (shared/flash_attention_plan.h, shared with the workspace query).
+//
+// attention_split_kernel: a warp per (unit, split), 4 splits of one unit a
+// block; a unit is (b, kv head hk, chunk of up to kRows of the group's rows),
+// group row r being query head hk * group + r / seqlen_q, query r % seqlen_q:
+// a GQA group's heads share the warp, so each K/V row is read once for all
+// of them. Lane l holds elements [l kPer, l kPer + kPer) (kPer = D / 32: 2 or
+// 4) of each row's q and O accumulator and of each key's K and V row, loaded
+// as one 4-16 byte vector (a warp reads a row's 128-256 bytes in one
+// coalesced access). Keys [js, je) of the split in rounds of kSplitUnroll:
+// the round's K and V rows are loaded first (8 keys in flight a warp), then
+// per key the kRows dots (warp_reduce, independent chains) and the NAIVE
+// kernel's online softmax for the rows that see the key. The split's partial
+// O_s = acc / l and lse_s = m + log l (-inf, O_s = 0 for a row that sees none
+// of its keys) go to the workspace, every (split, row) written.
+// attention_combine_kernel: a warp per query row: lse = max + log sum exp
+// (lse_s - max) (the lanes' strided partials, then warp_reduce's fixed
+// butterfly), O = sum_s exp(lse_s - lse) O_s walked in split order: the same
+// bits every run. No shared memory, no atomics.
+namespace split {
+
+constexpr int kWarps = 4;  // splits a block
+constexpr int kUnroll = plan::kSplitUnroll;
+
+// The plan as the kernels read it.
+struct Plan {
+  int64_t splits, chunk, kv_lo, kv_hi, row_chunks, rows_total, split_blocks, heads_kv;
+  float* o;    // O_s: [splits][rows_total][D]
+  float* lse;  // lse_s: [splits][rows_total]
+};
+
+template <class T, int D, int kRows>
+__global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(const Fwd<T> a, const Plan pl) {
+  constexpr int kPer = D / 32;
+  using V = Vec<T, kPer>;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t unit = blockIdx.x / pl.split_blocks, s = blockIdx.x % pl.split_blocks * kWarps + warp;
+  if (s >= pl.splits) return;  // the last block's spare warps (nothing below syncs the block)
+  const int64_t rc = unit % pl.row_chunks, bg = unit / pl.row_chunks, hk = bg % pl.heads_kv, b = bg / pl.heads_kv;
+  const int64_t js = pl.kv_lo + s * pl.chunk, je = min(js + pl.chunk, pl.kv_hi);
+  const int64_t group_rows = a.group * a.seqlen_q;
+  const AttentionMask& mask = a.seqs.mask;
+
+  // Row t: its q (pre-converted), and the keys of this split it sees as
+  // offsets from js, [lo, hi) within [0, n) (empty for a row past the group's).
+  // 32-bit offsets: the plan keeps chunk below 2^31.
+  const int n = int(je - js);
+  float q[kRows][kPer];
+  int lo[kRows], hi[kRows];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    const int64_t r = rc * kRows + t, h = hk * a.group + r / a.seqlen_q, i = r % a.seqlen_q;
+    const bool valid = r < group_rows;
+    lo[t] = valid ? int(min(max(mask.lo(i) - js, int64_t(0)), int64_t(n))) : 0;
+    hi[t] = valid ? int(min(max(mask.hi(i) - js, int64_t(0)), int64_t(n))) : 0;
+    V x{};
+    if (valid) x = load_vec<T, kPer>(at(a.q, a.qs, b, i, h) + lane * kPer);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) q[t][e] = to_acc(x.v[e]);
+  }
+
+  float acc[kRows][kPer], m[kRows], l[kRows];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    m[t] = -INFINITY, l[t] = 0.f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[t][e] = 0.f;
+  }
+  const int64_t ks = a.ks[1], vs = a.vs[1];
+  const T* kp = at(a.k, a.ks, b, js, hk) + lane * kPer;  // key j0 of the round
+  const T* vp = at(a.v, a.vs, b, js, hk) + lane * kPer;
+  for (int j0 = 0; j0 < n; j0 += kUnroll, kp += kUnroll * ks, vp += kUnroll * vs) {
+    V kx[kUnroll], vx[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (j0 + u < n) kx[u] = load_vec<T, kPer>(kp + u * ks), vx[u] = load_vec<T, kPer>(vp + u * vs);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u;
+      if (j >= n) break;  // warp-uniform, as every branch below
+      float dot[kRows];
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) {
+        dot[t] = 0.f;
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) dot[t] += q[t][e] * to_acc(kx[u].v[e]);
+      }
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) dot[t] = warp_reduce(dot[t], Sum{});  // every lane: the same bits
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) {
+        if (j < lo[t] || j >= hi[t]) continue;
+        const float sc = a.logit(dot[t]);
+        if (sc == -INFINITY) continue;  // weight 0 (a NaN goes on and poisons l, as in NAIVE)
+        const float mn = fmaxf(m[t], sc);
+        const float corr = ::exp(m[t] - mn), p = ::exp(sc - mn);  // m = -inf: corr = 0 (acc and l are 0)
+        l[t] = l[t] * corr + p;
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) acc[t][e] = acc[t][e] * corr + p * to_acc(vx[u].v[e]);
+        m[t] = mn;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    const int64_t r = rc * kRows + t, h = hk * a.group + r / a.seqlen_q, i = r % a.seqlen_q;
+    if (r >= group_rows) break;
+    const int64_t row = (b * a.heads_q + h) * a.seqlen_q + i;  // lse's index
+    const int64_t at_s = s * pl.rows_total + row;
+    const float inv = l[t] == 0.f ? 0.f : 1.f / l[t];
+    Vec<float, kPer> y;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) y.v[e] = acc[t][e] * inv;
+    store_vec(pl.o + at_s * D + lane * kPer, y);
+    if (lane == 0) pl.lse[at_s] = l[t] == 0.f ? -INFINITY : m[t] + ::log(l[t]);
+  }
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kWarps * 32) attention_combine_kernel(const Fwd<T> a, const Plan pl) {
+  constexpr int kPer = D / 32;
+  const int lane = threadIdx.x % 32;
+  for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < pl.rows_total;
+       r += int64_t(gridDim.x) * kWarps) {
+    const int64_t i = r % a.seqlen_q, bh = r / a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
+    const float* ls = pl.lse + r;  // split s: ls[s * rows_total]
+    float mx = -INFINITY;
+    bool nan = false;
+    for (int64_t s = lane; s < pl.splits; s += 32) {
+      const float x = ls[s * pl.rows_total];
+      mx = fmaxf(mx, x), nan |= x != x;
+    }
+    mx = warp_reduce(mx, Max{});
+    Vec<float, kPer> y{};
+    float lse = INFINITY;  // no key in any split: O = 0, lse = +inf
+    if (__any_sync(0xffffffffu, nan)) {  // fmax skips NaN: a NaN partial makes the row NaN, as NAIVE's
+      lse = NAN;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) y.v[e] = NAN;
+    } else if (mx != -INFINITY) {
+      float sum = 0.f;
+      for (int64_t s = lane; s < pl.splits; s += 32) sum += ::exp(ls[s * pl.rows_total] - mx);
+      lse = mx + ::log(warp_reduce(sum, Sum{}));
+      const float* os = pl.o + r * D + lane * kPer;
+#pragma unroll 4
+      for (int64_t s = 0; s < pl.splits; ++s) {
+        const float w = ::exp(ls[s * pl.rows_total] - lse);  // lse_s = -inf (O_s = 0): 0
+        const Vec<float, kPer> x = load_vec<float, kPer>(os + s * pl.rows_total * D);
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) y.v[e] += w * x.v[e];
+      }
+    }
+    Vec<T, kPer> out;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) out.v[e] = from_acc<T>(y.v[e]);
+    store_vec(at(a.o, a.os, b, i, h) + lane * kPer, out);
+    if (lane == 0) a.lse[r] = lse;
+  }
+}
+
+template <class T, int D>
+tc_status launch(const char* op, const Fwd<T>& a, const plan::AttentionSplit& sp, void* workspace,
+                 cudaStream_t stream) {
+  Plan pl{sp.splits, sp.chunk, sp.kv_lo, sp.kv_hi, sp.row_chunks, sp.rows_total, (sp.splits + kWarps - 1) / kWarps,
+          a.heads_q / a.group, static_cast<float*>(workspace),
+          reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + sp.o_bytes)};
+  const int64_t blocks = sp.units * pl.split_blocks;
+  TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d key splits are too many for one launch", op,
+             (long long)blocks, kWarps);
+  const unsigned grid = unsigned(blocks);
+  switch (sp.rows) {
+    case 1: attention_split_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, pl); break;
+    case 2: attention_split_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, pl); break;
+    case 4: attention_split_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, pl); break;
+    default: attention_split_kernel<T, D, plan::kSplitRows><<<grid, kWarps * 32, 0, stream>>>(a, pl); break;
+  }
+  TC_RETURN_IF_ERROR(check_launch(op));
+  attention_combine_kernel<T, D><<<grid_1d(sp.rows_total, kWarps), kWarps * 32, 0, stream>>>(a, pl);
+  return check_launch(op);
+}
+
+}  // namespace split
+
+// ---------------------------------------------------------------------------
 // NAIVE backward
 
 // D_i = <dO_i, O_i>, a warp per (b, h, i), into the workspace.
@@ -1439,10 +1636,20 @@ tc_status tc_flash_attention_cuda(const tc_flash_attention_params* p) {
   TC_RETURN_IF_ERROR(flash_attention_check(p));
   const int64_t rows = p->batch * p->heads_q * p->seqlen_q;
   if (rows == 0) return TC_OK;
+  // AUTO with a few query rows and too few (b, kv head) pairs to fill the GPU: split the keys
+  const plan::AttentionSplit sp = plan::attention_split(p);
+  TC_REQUIRE(sp.splits == 0 || (p->workspace && p->workspace_bytes >= sp.total),
+             "%s: workspace of %zu bytes needed (tc_flash_attention_workspace_size), %zu given", op, sp.total,
+             p->workspace ? p->workspace_bytes : size_t(0));
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const Fwd<T> a = Fwd<T>::of(p);
     cudaStream_t stream = as_stream(p->stream);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (sp.splits > 0)  // head_dim is 64 or 128 (the plan's rule)
+        return p->head_dim == 64 ? split::launch<T, 64>(op, a, sp, p->workspace, stream)
+                                 : split::launch<T, 128>(op, a, sp, p->workspace, stream);
+    }
     // head_dim 0 has no product to multiply, only lse (= log of the visible
     // key count): the naive kernel writes it without touching q, k or v.
     const char* why = p->head_dim == 0 ? nullptr : fa2::blocker<T>(p);

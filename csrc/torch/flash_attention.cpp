@@ -142,7 +142,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q_, const a
                               .window_right = window_right, .algo = algo_of(op, algo)};
   set_varlen(p, vl);
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o4, p.o_stride);
-  call(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, p);
+  // CUDA's split-KV path (a few query rows) merges per-split partials from a workspace; 0 bytes otherwise
+  call_with_workspace(op, q, tc_flash_attention_cpu, tc_flash_attention_cuda, tc_flash_attention_workspace_size, p);
   return {o, lse};
 }
 

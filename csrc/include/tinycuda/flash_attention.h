@@ -38,7 +38,21 @@
  *   dV_j = sum_i P_ij dO_i,  dQ_i = scale * sum_j dS'_ij K_j,  dK_j = scale * sum_i dS'_ij Q_i
  * with dS' = dS, or dS * (1 - tanh^2) with softcap; dK, dV sum over the query
  * heads of a group. Deterministic: dQ and dK/dV are each computed by one block
- * walking its keys or queries in order (no atomics). */
+ * walking its keys or queries in order (no atomics).
+ *
+ * Split-KV forward (flash-decoding; CUDA, algo AUTO only): with a few query
+ * rows (seqlen_q <= 8) and too few (batch, kv head) pairs to fill the GPU,
+ * the visible keys are cut into `splits` ranges; each range gives, per query
+ * row, a partial O_s (normalized over its keys) and lse_s (-inf for a range
+ * the row sees nothing of), and a second kernel merges them in split order:
+ *   lse_i = log sum_s exp(lse_s),  O_i = sum_s exp(lse_s - lse_i) O_s
+ * (no key in any split: O_i = 0, lse_i = +inf, as above). Its partials live
+ * in the workspace: tc_flash_attention_workspace_size(p) bytes,
+ *   splits * batch * heads_q * seqlen_q * (head_dim + 1) floats
+ * (O_s, then lse_s), 0 when the path is not taken (and always 0 in a build
+ * without CUDA; the CPU entry point reads no workspace). The split count is a
+ * pure function of the params (no device query), so the query and the
+ * launcher agree and the result's bits do not depend on the GPU model. */
 #ifndef TINYCUDA_FLASH_ATTENTION_H
 #define TINYCUDA_FLASH_ATTENTION_H
 #include "common.h"
@@ -77,6 +91,8 @@ typedef struct {
   const int32_t* cu_seqlens_k;
   int64_t total_q, total_k;    /* varlen: the packed rows of q (and o), of k and v */
   tc_attention_algo algo;
+  void* workspace;     /* CUDA: tc_flash_attention_workspace_size() bytes, the split-KV path's partials */
+  size_t workspace_bytes;
   void* stream;
 } tc_flash_attention_params;
 
@@ -118,6 +134,7 @@ TC_API tc_status tc_flash_attention_cpu(const tc_flash_attention_params* p);
 TC_API tc_status tc_flash_attention_cuda(const tc_flash_attention_params* p);
 TC_API tc_status tc_flash_attention_backward_cpu(const tc_flash_attention_backward_params* p);
 TC_API tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_params* p);
+TC_API size_t tc_flash_attention_workspace_size(const tc_flash_attention_params* p);
 TC_API size_t tc_flash_attention_backward_workspace_size(const tc_flash_attention_backward_params* p);
 
 #endif
