@@ -81,7 +81,8 @@ import numpy as np
 
 from . import _build
 
-__all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "add_rms_norm",
+__all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "add_layer_norm",
+           "add_layer_norm_backward", "add_rms_norm",
            "add_rms_norm_backward", "cross_entropy",
            "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
@@ -2038,6 +2039,32 @@ def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_m
                  normalized_shape, dict(rstd=rstd), {"grad_x": ("grad_x", grad_x),
                                                      "grad_weight": ("grad_weight", grad_weight)}, stream,
                  output_mask, **_rms_options("rms_norm_backward", x, None, offset, casting_mode, True))[0]
+
+
+def add_layer_norm(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=None, residual_out=None,
+                   mean=None, rstd=None, stream=None):
+    """(y, residual_out, mean, rstd): s = x + residual (rounded to x's dtype) as residual_out, and y =
+    layer_norm(s) over its trailing dims normalized_shape, times weight plus bias (each optional)."""
+    (y, s), st = _norm("add_layer_norm", {"x": ("x", x), "residual": ("residual", residual),
+                                          "weight": ("weight", weight), "bias": ("bias", bias)},
+                       normalized_shape, dict(mean=mean, rstd=rstd),
+                       {"out": ("y", out), "residual_out": ("residual_out", residual_out)}, stream, eps=float(eps))
+    return y, s, st["mean"], st["rstd"]
+
+
+def add_layer_norm_backward(grad_out, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight=None,
+                            output_mask=(True, True, True), *, grad_x=None, grad_weight=None, grad_bias=None,
+                            stream=None):
+    """(grad_x, grad_weight, grad_bias) of add_layer_norm from its residual_out, mean and rstd; grad_x is also
+    residual's gradient and includes grad_residual_out (None: 0)."""
+    return _norm("add_layer_norm_backward", {"residual_out": ("residual_out", residual_out),
+                                             "grad_out": ("grad_y", grad_out),
+                                             "grad_residual_out": ("grad_residual_out", grad_residual_out),
+                                             "weight": ("weight", weight)},
+                 normalized_shape, dict(mean=mean, rstd=rstd), {"grad_x": ("grad_x", grad_x),
+                                                                "grad_weight": ("grad_weight", grad_weight),
+                                                                "grad_bias": ("grad_bias", grad_bias)},
+                 stream, output_mask)[0]
 
 
 def add_rms_norm(x, residual, normalized_shape, weight=None, eps=None, offset=0.0, casting_mode="gemma", *, out=None,

@@ -2167,6 +2167,54 @@ def _add_rms_norm_errors():
     ]
 
 
+def _add_layer_norm_samples(device, dtype):
+    # layer_norm's shapes and affine options; the residual in every layout
+    for shape, ns in NORM_CASES:
+        x, r = _norm_x(shape, device, dtype), randn(shape, device, dtype)
+        w, b = randn(ns, device, dtype, 0.5, 1), randn(ns, device, dtype)
+        for affine in ("weight+bias", "none"):
+            wa, ba = (w, b) if affine != "none" else (None, None)
+            yield from _layouts(lambda lay: ((view(x, lay), view(r, lay), ns, wa if wa is None else view(wa, lay),
+                                              ba if ba is None else view(ba, lay)), {}),
+                                f"{_shape_id(shape)}-{affine}")
+    x, r = _misaligned_rows(device, dtype), randn((33, 64), device, dtype)
+    yield Sample("33x64-misaligned", (x, r, (64,), randn(64, device, dtype), randn(64, device, dtype)))
+    x, r = _norm_x((3, 4, 5), device, dtype), randn((3, 4, 5), device, dtype)
+    w, b = randn((4, 5), device, dtype, 0.5, 1), randn((4, 5), device, dtype)
+    yield Sample("3x4x5-eps0.1", (x, r, (4, 5), w, b), {"eps": 0.1})
+    yield Sample("3x4x5-grad_residual", (x, r, (4, 5), w, b), grad=(1,))
+    yield Sample("3x4x5-grad_bias", (x, r, (4, 5), w, b), grad=(4,))
+
+
+def _add_layer_norm_ref(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
+    s = x + residual
+    return F.layer_norm(s, normalized_shape, weight, bias, eps), s
+
+
+def _add_layer_norm_errors():
+    x, f = torch.randn(3, 4), ops.add_layer_norm
+    y, s, mean, rstd = torch.ops.tinycuda.add_layer_norm(x, x, [4])
+    bwd = torch.ops.tinycuda.add_layer_norm_backward
+    return [
+        ErrorCase(r"tinycuda::add_layer_norm: residual has shape \[3, 5\] but x has shape \[3, 4\]", f,
+                  (x, torch.randn(3, 5), 4)),
+        ErrorCase(r"tinycuda::add_layer_norm: residual has dtype Half but x has dtype Float", f, (x, x.half(), 4)),
+        ErrorCase(r"tinycuda::add_layer_norm: bias must have shape \[4\] \(normalized_shape\), got \[3\]",
+                  torch.ops.tinycuda.add_layer_norm, (x, x, [4], None, torch.randn(3))),
+        ErrorCase(r"tinycuda::add_layer_norm: normalized_shape \[2, 4\] must equal the last dims of x", f,
+                  (x, x, (2, 4))),
+        ErrorCase(r"tinycuda::add_layer_norm_backward: grad_residual_out has shape \[3, 5\]", bwd,
+                  (y, torch.randn(3, 5), s, [4], mean, rstd, None, [True, False, False])),
+        ErrorCase(r"tinycuda::add_layer_norm_backward: mean must have 3 elements \(one per row\), got 2", bwd,
+                  (y, None, s, [4], mean[:2], rstd, None, [True, False, False])),
+    ]
+
+
+def _add_layer_norm_bench(sh, dt, dev):
+    return [randn(sh, dev, dt), randn(sh, dev, dt), sh[-1:], randn(sh[-1], dev, dt, 0.1, 1),
+            randn(sh[-1], dev, dt, 0.1)]
+
+
 # ---------------------------------------------------------------------------
 # cross_entropy, fused_linear_cross_entropy
 
@@ -3225,6 +3273,9 @@ OPS = [
     OpInfo("add_rms_norm", ops.add_rms_norm, _add_rms_norm_ref, _add_rms_norm_samples, grad_atol=1e-4,
            racecheck=True, errors=_add_rms_norm_errors,
            bench=Bench(NORM_SHAPES, _add_rms_norm_bench, _add_rms_norm_bytes, liger=_liger_add_rms_norm)),
+    OpInfo("add_layer_norm", ops.add_layer_norm, _add_layer_norm_ref, _add_layer_norm_samples, grad_atol=1e-4,
+           racecheck=True, errors=_add_layer_norm_errors,
+           bench=Bench(NORM_SHAPES, _add_layer_norm_bench, _add_rms_norm_bytes)),
     # the reduce family, in the core's op order (tinycuda.ops.reduce reads it from tc_reduce_op): fwd (and fwd+bwd
     # where there is a gradient) on a full reduction, rows and columns; an op of the list with no REDUCE line
     # fails test_every_op_and_function_is_in_the_table

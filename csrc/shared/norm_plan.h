@@ -1,12 +1,13 @@
-// The layer_norm, rms_norm and add_rms_norm families share their kernels:
-// rms_norm is layer_norm without the mean and the bias, add_rms_norm is
-// rms_norm of x + residual (written out) whose backward adds the residual
-// stream's own gradient. This header gives the CPU and
+// The layer_norm, rms_norm, add_layer_norm and add_rms_norm families share
+// their kernels: rms_norm is layer_norm without the mean and the bias, the
+// add_ families normalize x + residual (written out), and their backward adds
+// the residual stream's own gradient. This header gives the CPU and
 // CUDA code one view of both families' params, their argument checks, and
 // how the CUDA backward cuts the weight/bias gradients into per-block
 // partials (shared with the workspace-size queries, which need no device).
 #pragma once
 #include "internal.h"
+#include "tinycuda/add_layer_norm.h"
 #include "tinycuda/add_rms_norm.h"
 #include "tinycuda/layer_norm.h"
 #include "tinycuda/rms_norm.h"
@@ -54,6 +55,10 @@ inline Forward view(const tc_add_rms_norm_params& p) {
   return {"add_rms_norm", p.dtype, p.rows, p.cols, p.eps, p.x, p.weight, nullptr, p.y, nullptr, p.rstd,
           p.stream, p.offset, p.casting, true, p.residual, p.residual_out};
 }
+inline Forward view(const tc_add_layer_norm_params& p) {
+  return {"add_layer_norm", p.dtype, p.rows, p.cols, p.eps, p.x, p.weight, p.bias, p.y, p.mean, p.rstd,
+          p.stream, 0.0, TC_RMS_CAST_GEMMA, true, p.residual, p.residual_out};
+}
 inline Backward view(const tc_layer_norm_backward_params& p) {
   return {"layer_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.x, p.mean, p.rstd, p.weight,
           p.grad_x, p.grad_weight, p.grad_bias, p.workspace, p.workspace_bytes, p.stream};
@@ -67,6 +72,12 @@ inline Backward view(const tc_add_rms_norm_backward_params& p) {
   return {"add_rms_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.residual_out, nullptr, p.rstd,
           p.weight, p.grad_x, p.grad_weight, nullptr, p.workspace, p.workspace_bytes, p.stream, p.offset,
           p.casting, p.grad_residual_out};
+}
+
+inline Backward view(const tc_add_layer_norm_backward_params& p) {
+  return {"add_layer_norm_backward", p.dtype, p.rows, p.cols, p.grad_y, p.residual_out, p.mean, p.rstd,
+          p.weight, p.grad_x, p.grad_weight, p.grad_bias, p.workspace, p.workspace_bytes, p.stream, 0.0,
+          TC_RMS_CAST_GEMMA, p.grad_residual_out};
 }
 
 // offset and casting, shared by the forward's and the backward's checks

@@ -8,10 +8,12 @@ The parameters live in plain torch.nn modules, so a state_dict is the same
 whichever kernels run the model and loads into the model built on torch's. What
 runs the forward and backward is a kernel set (`kernels=`):
 
-    tinycuda  every op a tinycuda kernel: embedding, layer_norm, linear,
-              linear_act (bias + GELU in the GEMM's epilogue), flash_attention,
-              add (the residual stream), fused_linear_cross_entropy (the head
-              and the loss without the [tokens, vocab] logits)
+    tinycuda  every op a tinycuda kernel: embedding, add_layer_norm (each
+              residual add with the LayerNorm after it, whose backward also
+              sums the stream's two gradients), linear, linear_act (bias +
+              GELU in the GEMM's epilogue), flash_attention,
+              fused_linear_cross_entropy (the head and the loss without the
+              [tokens, vocab] logits)
     torch     torch.nn.functional: the baseline (torch.compile it for the
               compiled baseline)
 
@@ -62,6 +64,12 @@ class _TorchKernels:
     def layer_norm(x, ln):
         return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
+    @classmethod
+    def add_layer_norm(cls, x, r, ln):
+        """(layer_norm(x + r), x + r): the residual stream's next value and its norm (r None: x as it is)."""
+        s = x if r is None else cls.add(x, r)
+        return cls.layer_norm(s, ln), s
+
     @staticmethod
     def linear_gelu(x, weight, bias):
         return F.gelu(F.linear(x, weight, bias), approximate="tanh")
@@ -87,6 +95,16 @@ class _TinycudaKernels:
 
     def layer_norm(self, x, ln):
         return self.ops.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+
+    def add_layer_norm(self, x, r, ln):
+        # one kernel for the add and the norm, whose backward also adds the residual stream's two gradients;
+        # under autocast a float32 stream meets a bf16 branch, and the add promotes first
+        if r is None:
+            return self.layer_norm(x, ln), x
+        if r.dtype != x.dtype:
+            x = self.add(x, r)
+            return self.layer_norm(x, ln), x
+        return self.ops.add_layer_norm(x, r, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
     def linear_gelu(self, x, weight, bias):
         return self.ops.linear_act(x, weight, bias, "gelu_tanh")
@@ -128,18 +146,21 @@ class Block(torch.nn.Module):
         self.mlp.c_fc = torch.nn.Linear(c, 4 * c)
         self.mlp.c_proj = torch.nn.Linear(4 * c, c)
 
-    def forward(self, x, K, cache=None, pos=0):
+    def forward(self, x, pending, K, cache=None, pos=0):
+        """x + pending is the residual stream entering the block (pending: the last block's MLP output, not
+        yet added, or None): each add goes into the LayerNorm after it. Returns (stream, the MLP's output)."""
         B, T, C = x.shape
-        qkv = K.linear(K.layer_norm(x, self.ln_1), self.attn.c_attn.weight, self.attn.c_attn.bias)
+        h, x = K.add_layer_norm(x, pending, self.ln_1)
+        qkv = K.linear(h, self.attn.c_attn.weight, self.attn.c_attn.bias)
         q, k, v = qkv.view(B, T, 3, self.n_head, C // self.n_head).unbind(2)
         if cache is not None:  # [B, context, H, D] each; positions pos.. are new
             cache[0][:, pos:pos + T] = k
             cache[1][:, pos:pos + T] = v
             k, v = cache[0][:, :pos + T], cache[1][:, :pos + T]
         y = K.attention(q, k, v).reshape(B, T, C)
-        x = K.add(x, K.linear(y, self.attn.c_proj.weight, self.attn.c_proj.bias))
-        h = K.linear_gelu(K.layer_norm(x, self.ln_2), self.mlp.c_fc.weight, self.mlp.c_fc.bias)
-        return K.add(x, K.linear(h, self.mlp.c_proj.weight, self.mlp.c_proj.bias))
+        h, x = K.add_layer_norm(x, K.linear(y, self.attn.c_proj.weight, self.attn.c_proj.bias), self.ln_2)
+        h = K.linear_gelu(h, self.mlp.c_fc.weight, self.mlp.c_fc.bias)
+        return x, K.linear(h, self.mlp.c_proj.weight, self.mlp.c_proj.bias)
 
 
 class GPT(torch.nn.Module):
@@ -176,9 +197,10 @@ class GPT(torch.nn.Module):
         if pos + T > self.cfg.context:
             raise ValueError(f"GPT: positions up to {pos + T} exceed the context ({self.cfg.context})")
         x = K.add(K.embedding(idx, t.wte.weight), K.embedding(self.positions[pos:pos + T], t.wpe.weight))
+        pending = None
         for i, block in enumerate(t.h):
-            x = block(x, K, None if caches is None else caches[i], pos)
-        return K.layer_norm(x, t.ln_f)
+            x, pending = block(x, pending, K, None if caches is None else caches[i], pos)
+        return K.add_layer_norm(x, pending, t.ln_f)[0]
 
     def forward(self, idx, targets=None):
         """idx [B, T] int64 token ids. With targets [B, T]: the mean next-token
