@@ -2,15 +2,16 @@
 # The GPT's GPU checks, by stage (one device call each; the build stays warm
 # between calls made within the machine's idle window):
 #   build   make install (sm_90a only; with build/prebuilt carried, only the torch door)
-#   test    the GPT's families (embedding, adamw, autocast, gpt) with their
+#   test    the GPT's families (embedding, adamw, autocast, gpt, flash_attention's
+#           split-KV decode path, add_layer_norm) with their
 #           op-table entries, then compute-sanitizer memcheck and racecheck
 #           over their CUDA tests
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
 source "$(dirname "$0")/gpu_env.sh"
-FAMILIES="tests/test_embedding.py tests/test_adamw.py tests/test_autocast.py tests/test_gpt.py"
-SELECT="embedding or adamw or l2norm"
+FAMILIES="tests/test_embedding.py tests/test_adamw.py tests/test_autocast.py tests/test_gpt.py tests/test_flash_attention.py"
+SELECT="embedding or adamw or l2norm or add_layer_norm or flash_attention"
 case "$1" in
 build)
   ( time make install ) > "$OUT/build.log" 2>&1; rc=$?; tail -4 "$OUT/build.log"; exit $rc ;;
