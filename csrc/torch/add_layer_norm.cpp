@@ -34,12 +34,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_layer_norm_backward(
     at::IntArrayRef normalized_shape, const at::Tensor& mean, const at::Tensor& rstd,
     const std::optional<at::Tensor>& weight, std::array<bool, 3> mask) {
   const char* op = "add_layer_norm_backward";
-  check_args(op, {{"grad_out", grad_out}, {"residual_out", residual_out}});
-  check_same_shape(op, {"grad_out", grad_out}, {"residual_out", residual_out});
-  if (grad_residual_out) {
-    check_args(op, {{"residual_out", residual_out}, {"grad_residual_out", *grad_residual_out}});
-    check_same_shape(op, {"grad_residual_out", *grad_residual_out}, {"residual_out", residual_out});
-  }
+  check_residual_grads(op, grad_out, grad_residual_out, residual_out);
   const NormView v = norm_view(op, residual_out, normalized_shape);
   check_affine(op, "weight", weight, residual_out, normalized_shape);
   check_stats(op, "mean", mean, residual_out, v.rows);

@@ -38,12 +38,7 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm_backward(const at::Tensor& grad_
                                                          std::array<bool, 2> mask, double offset,
                                                          c10::string_view casting_mode) {
   const char* op = "add_rms_norm_backward";
-  check_args(op, {{"grad_out", grad_out}, {"residual_out", residual_out}});
-  check_same_shape(op, {"grad_out", grad_out}, {"residual_out", residual_out});
-  if (grad_residual_out) {
-    check_args(op, {{"residual_out", residual_out}, {"grad_residual_out", *grad_residual_out}});
-    check_same_shape(op, {"grad_residual_out", *grad_residual_out}, {"residual_out", residual_out});
-  }
+  check_residual_grads(op, grad_out, grad_residual_out, residual_out);
   const NormView v = norm_view(op, residual_out, normalized_shape);
   check_affine(op, "weight", weight, residual_out, normalized_shape);
   check_stats(op, "rstd", rstd, residual_out, v.rows);

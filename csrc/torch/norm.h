@@ -69,6 +69,17 @@ inline double rms_eps(const at::Tensor& x, std::optional<double> eps) {
                                         : std::numeric_limits<float>::epsilon();
 }
 
+// The add_ families' backward: grad_out, and grad_residual_out when given, like residual_out.
+inline void check_residual_grads(const char* op, const at::Tensor& grad_out,
+                                 const std::optional<at::Tensor>& grad_residual_out, const at::Tensor& residual_out) {
+  check_args(op, {{"grad_out", grad_out}, {"residual_out", residual_out}});
+  check_same_shape(op, {"grad_out", grad_out}, {"residual_out", residual_out});
+  if (grad_residual_out) {
+    check_args(op, {{"residual_out", residual_out}, {"grad_residual_out", *grad_residual_out}});
+    check_same_shape(op, {"grad_residual_out", *grad_residual_out}, {"residual_out", residual_out});
+  }
+}
+
 inline const void* ptr_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 inline at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
