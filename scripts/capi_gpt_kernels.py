@@ -1,10 +1,10 @@
 """The GPT's new kernels (adamw_, multi_tensor_l2norm, embedding) through the
 C ABI on torch CUDA tensors: no torch extension build needed, so a GPU
-machine can check and time them from a library of just those families:
+machine can check and time them on libtinycuda alone (scripts/gpu_capi_gpt.sh
+runs both on the prebuilt core):
 
-    nvcc -shared ... csrc/cuda/{adamw,embedding,sort}.cu ... -o /tmp/lib/libtinycuda.so   (scripts/gpu_capi_subset.sh)
-    TINYCUDA_LIB=/tmp/lib/libtinycuda.so python scripts/capi_gpt_kernels.py check   # under compute-sanitizer
-    TINYCUDA_LIB=/tmp/lib/libtinycuda.so python scripts/capi_gpt_kernels.py bench
+    TINYCUDA_LIB=build/prebuilt/libtinycuda.so python scripts/capi_gpt_kernels.py check   # under compute-sanitizer
+    TINYCUDA_LIB=build/prebuilt/libtinycuda.so python scripts/capi_gpt_kernels.py bench
 
 check: results against float64 references (many tensors: several launches
 of the multi-tensor batches; heavy id collisions). bench: GPT-2 124M's

@@ -325,20 +325,24 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     batches = Batches(text, args.batch_size, cfg.context, args.seed)
     amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
 
+    def on_device(pair):  # a batch's (inputs, targets), drawn as NumPy arrays
+        return [torch.from_numpy(t).to(device) for t in pair]
+
     def loss_of(x, y):
         with amp:
-            return forward(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)).float()
+            return forward(x, y).float()
 
     def validate():
         with torch.no_grad():
-            total = sum(loss_of(*batches.validation(i, dist.rank, dist.world)) for i in range(args.eval_batches))
+            total = sum(loss_of(*on_device(batches.validation(i, dist.rank, dist.world)))
+                        for i in range(args.eval_batches))
             return dist.mean(total / args.eval_batches)
 
     graphed = None
     if args.cuda_graph and backend != "compile":  # compile: its own mode="reduce-overhead"
         if device != "cuda" or dist.world > 1:
             raise SystemExit("gpt: --cuda-graph needs CUDA and one process (DDP's all-reduce hooks are not captured)")
-        graphed = GraphedStep(model, *(torch.from_numpy(t).to(device) for t in batches.training(step0)))
+        graphed = GraphedStep(model, *on_device(batches.training(step0)))
     per_token = flops_per_token(model)
     peak = _peak_flops(device)
     tokens = dist.world * args.batch_size * cfg.context  # a step's, every rank's
@@ -350,10 +354,11 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
         t0 = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = _lr(step, schedule)
+        x, y = on_device(batches.training(step, dist.rank, dist.world))
         if graphed:
-            loss = graphed(*(torch.from_numpy(t).to(device) for t in batches.training(step, dist.rank, dist.world)))
+            loss = graphed(x, y)
         else:
-            loss = loss_of(*batches.training(step, dist.rank, dist.world))
+            loss = loss_of(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
         clip(model, opt, args)
