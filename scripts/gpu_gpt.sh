@@ -16,7 +16,9 @@ case "$1" in
 build)
   ( time make install ) > "$OUT/build.log" 2>&1; rc=$?; tail -4 "$OUT/build.log"; exit $rc ;;
 test)
-  python3 -m pytest -q -n 16 -p no:cacheprovider $FAMILIES 2>&1 | tee "$OUT/test_families.log" | tail -4
+  # 8 workers: with 16, the decode and CUDA-graph tests' float64 references (~1.6 GB each at seqlen_k 4097)
+  # ran the card out of memory (24 OOM failures on the H100, all passing when rerun with 6 workers)
+  python3 -m pytest -q -n 8 -p no:cacheprovider $FAMILIES 2>&1 | tee "$OUT/test_families.log" | tail -4
   python3 -m pytest -q -n 16 -p no:cacheprovider tests/test_ops.py tests/test_capi.py -k "$SELECT" 2>&1 |
     tee "$OUT/test_ops.log" | tail -4
   SAN="compute-sanitizer --error-exitcode 1"
