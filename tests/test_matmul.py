@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import HAS_CUDA, check_op, requires_cuda
+from conftest import HAS_CUDA, assert_matches, check_op, requires_cuda
 from tinycuda import variants
 
 pytestmark = pytest.mark.racecheck
@@ -153,3 +153,51 @@ def test_matmul_capi_out_at_an_odd_element(device):
 def test_matmul_cpu_work_split(dtype, layout, sa, sb):
     a, b = _operands(sa, sb, layout, "cpu", dtype)
     check_op(tinycuda.matmul, torch.matmul, [a, b], rtol32=1e-4, atol32=1e-4, grad_atol32=1e-3)
+
+
+# accumulate (out += a @ b, BLAS's beta = 1) and c_float (a float32 out for 16-bit operands, the product
+# unrounded): how fused_linear_cross_entropy chains its grad_weight over token chunks. Every algo the device
+# runs: CUDA's tensor-core epilogues store these outputs element by element (the wgmma kernel from its
+# fragments, not through its staged 16-bit tile), the CUDA-core ones through the same Out.
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("c_float", [False, True], ids=["c_dtype", "c_float"])
+@pytest.mark.parametrize("sa,sb", [((1, 1), (1, 1)), ((33, 17), (17, 129)), ((300, 72), (72, 264)),
+                                   ((2, 130, 72), (2, 72, 136)), ((136, 0), (0, 24))], ids=str)
+def test_matmul_accumulates_into_out(device, dtype, layout, c_float, sa, sb):
+    from tinycuda import capi
+    a, b = _operands(sa, sb, layout, device, dtype)
+    given = dict(transpose_a=layout[0] == "T", transpose_b=layout[1] == "T")
+    a_in, b_in = (a.mT if given["transpose_a"] else a), (b.mT if given["transpose_b"] else b)
+    shape = (*a.shape[:-1], b.shape[-1])
+    if c_float and dtype == torch.float32:
+        with pytest.raises(capi.CapiError, match=r"matmul: c_float is for float16 or bfloat16 operands"):
+            capi.matmul(a_in, b_in, out=torch.zeros(shape, device=device), c_float=True, **given)
+        return
+    c0 = torch.randn(shape, device=device, dtype=torch.float32 if c_float else dtype)
+    want = c0.double() + a.double() @ b.double()
+    # torch's own answer in out's precision, for the half rule: addmm's one rounding of c + a @ b
+    same = c0 + a.float() @ b.float() if c_float else (torch.baddbmm if a.dim() == 3 else torch.addmm)(c0, a, b)
+    algos = ["auto"] if device == "cpu" else ["auto", "naive", "tiled", "regtile"] + (
+        ["mma", "wgmma"] if dtype != torch.float32 else [])
+    for algo in algos:
+        out = c0.clone()
+        got = capi.matmul(a_in, b_in, out=out, accumulate=True, c_float=c_float, algo=f"TC_GEMM_{algo.upper()}",
+                          **given)
+        assert got is out
+        try:
+            assert_matches(out, same, want, rtol32=1e-5, atol32=1e-5)
+        except AssertionError as e:
+            e.add_note(f"algo {algo}")
+            raise
+    # without accumulate a float32 out is overwritten (its old values never read)
+    if c_float:
+        out = torch.full(shape, float("nan"), device=device)
+        capi.matmul(a_in, b_in, out=out, c_float=True, **given)
+        torch.testing.assert_close(out.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_accumulate_needs_out():
+    from tinycuda import capi
+    with pytest.raises(ValueError, match=r"tinycuda.capi.matmul: accumulate adds the product into out: give out"):
+        capi.matmul(torch.randn(2, 3), torch.randn(3, 4), accumulate=True)

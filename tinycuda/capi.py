@@ -1724,11 +1724,16 @@ def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad
     return gx, gw, gb
 
 
-def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stream=None):
+def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, accumulate=False, c_float=False,
+           stream=None):
     """a @ b with tinycuda.ops.matmul's core shapes: a [M, K] or [Ba, M, K], b [K, N] or
     [Bb, K, N], a batch of 1 broadcasting. transpose_a: a is given as its transpose
-    ([..., K, M], contiguous), read in place; transpose_b likewise ([..., N, K])."""
+    ([..., K, M], contiguous), read in place; transpose_b likewise ([..., N, K]).
+    accumulate: out += a @ b (out must be given); c_float: out is float32 for float16 or
+    bfloat16 a and b, the product not rounded to their dtype (matmul.h)."""
     op = "matmul"
+    if accumulate and out is None:
+        raise ValueError(f"tinycuda.capi.{op}: accumulate adds the product into out: give out")
     v = _check(op, {"a": a, "b": b})
     va, vb = v["a"], v["b"]
     for name, x in (("a", va), ("b", vb)):
@@ -1747,9 +1752,10 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stre
         raise ValueError(f"tinycuda.capi.{op}: batch sizes {ba} and {bb} do not broadcast")
     batch = max(ba or 1, bb or 1) if 0 not in (ba, bb) else 0
     sa[0], sb[0] = (sa[0] if (ba or 1) > 1 else 0), (sb[0] if (bb or 1) > 1 else 0)
-    c, cv = _array(op, "out", out, va, (M, N) if ba is None and bb is None else (batch, M, N))
+    c, cv = _array(op, "out", out, va, (M, N) if ba is None and bb is None else (batch, M, N),
+                   "float32" if c_float else None)
     _call(op, va, stream, batch=batch, M=M, N=N, K=K, a=va, a_stride=sa, b=vb, b_stride=sb, bias=None, c=cv,
-          algo=algo)
+          accumulate=int(accumulate), c_float=int(c_float), algo=algo)
     return c
 
 
@@ -1841,11 +1847,12 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     writing the gradient over it ('mean': scaled by the batch's count of valid
     targets; row_scale: then scaled per row by cross_entropy_backward) and each
     row's loss in float32 (float64 for float64), summed at
-    the end; linear_backward into grad_hidden's rows and into grad_weight (the
-    chunks after the first through a [V, H] scratch, added in the weight's
-    dtype, or with accum_dtype="float32" into a float32 array rounded once at
-    the end) and grad_bias (added in float32). Those additions and casts are the
-    array library's, on its current stream, where the kernels run too."""
+    the end; linear_backward into grad_hidden's rows and grad_bias (added in
+    float32); matmul into grad_weight, the first chunk writing it and the others
+    adding (accumulate), in the weight's dtype or, with accum_dtype="float32",
+    into a float32 array (c_float) rounded once at the end. Those additions and
+    casts are the array library's, on its current stream, where the kernels run
+    too."""
     op = "fused_linear_cross_entropy"
     v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias, "row_scale": row_scale, "ce_weight": ce_weight})
     h, w = v["hidden"], v["weight"]
@@ -1883,7 +1890,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         if bad.size:
             raise CapiError(f"tinycuda.capi.{op}: target {tv[bad[0]]} at row {bad[0]} is out of range [0, {nc})",
                             lib().TC_ERR_INVALID_ARGUMENT)
-    chunk = min(chunk_size or lib().tc_fused_linear_cross_entropy_chunk(n, hd, nc), max(n, 1))
+    accum_bytes = 4 if widen else h.itemsize
+    chunk = min(chunk_size or lib().tc_fused_linear_cross_entropy_chunk(n, hd, nc, accum_bytes), max(n, 1))
     acc, mean = _acc(h), red == lib().TC_REDUCTION_MEAN
     row_loss, buffer, n_valid = _empty(op, h, (n,), acc), _empty(op, h, (chunk, nc)), None
     if mean:  # in hidden's array type, whatever target's
@@ -1905,10 +1913,10 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         z_sum = _empty(op, h, (), acc)
         z_sum[...] = 0
     if compute_grad:
-        # widen: grad_weight is the float32 accumulator until the end
+        # widen: grad_weight is the float32 accumulator until the end; the first chunk writes it, the rest add
         grad_hidden, grad_weight = _empty(op, h, h.shape), _empty(op, h, w.shape, accum if widen else None)
-        grad_bias, grad_weight_c = None if bias is None else _empty(op, h, (nc,), acc), None
-        for a in (grad_bias, grad_weight if n == 0 or widen else None):
+        grad_bias = None if bias is None else _empty(op, h, (nc,), acc)
+        for a in (grad_bias, grad_weight if n == 0 else None):
             if a is not None:
                 a[...] = 0
     for s in range(0, n, chunk):
@@ -1926,12 +1934,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
             continue
         if row_scale is not None:
             cross_entropy_backward(logits, row_scale[s:s + chunk])
-        if (s or widen) and grad_weight_c is None:
-            grad_weight_c = _empty(op, h, w.shape)
-        gb = linear_backward(logits, hc, weight, (True, True, bias is not None), grad_x=grad_hidden[s:s + chunk],
-                             grad_weight=grad_weight_c if s or widen else grad_weight)[2]
-        if s or widen:
-            grad_weight += grad_weight_c
+        gb = linear_backward(logits, hc, weight, (True, False, bias is not None), grad_x=grad_hidden[s:s + chunk])[2]
+        # grad_weight (+)= logits.T @ hc, unrounded into a float32 accumulator (c_float) when widened
+        matmul(logits, hc, transpose_a=True, out=grad_weight, accumulate=s > 0, c_float=widen)
         if bias is not None:
             grad_bias += gb
     total = __getattr__("sum")  # capi.sum, made on first use (not the builtin)

@@ -32,6 +32,12 @@ inline tc_status matmul_check(const char* op, const tc_matmul_params* p) {
   // without an activation P is C: a pre would only be a second copy
   TC_REQUIRE(!p->pre || p->activation != TC_ACT_NONE, "%s: pre is written only with an activation", op);
   TC_REQUIRE(!p->pre || p->pre != p->c, "%s: pre and c must be different buffers", op);
+  TC_REQUIRE(p->accumulate == 0 || p->accumulate == 1, "%s: accumulate must be 0 or 1, got %d", op, p->accumulate);
+  TC_REQUIRE(p->c_float == 0 || p->c_float == 1, "%s: c_float must be 0 or 1, got %d", op, p->c_float);
+  TC_REQUIRE(!p->c_float || p->dtype == TC_FLOAT16 || p->dtype == TC_BFLOAT16,
+             "%s: c_float is for float16 or bfloat16 operands (c has the operands' dtype otherwise)", op);
+  TC_REQUIRE(!(p->accumulate || p->c_float) || p->activation == TC_ACT_NONE,
+             "%s: accumulate and c_float take no activation", op);
   TC_REQUIRE(p->algo >= TC_GEMM_AUTO && p->algo <= TC_GEMM_WGMMA,
              "%s: algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile), 4 (mma) or 5 (wgmma), got %d", op,
              int(p->algo));
@@ -82,7 +88,9 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
     const int64_t chunk = ceil_div(ceil_div(p.K, std::min<int64_t>(splits, 65535)), 256) * 256;
     return std::pair<int64_t, int64_t>{ceil_div(p.K, chunk), chunk};
   };
-  if (p.batch != 1 || p.K <= 0 || p.M <= 0 || p.N <= 0) return {MatmulPlan::kTiles, 1, p.K, 0};
+  // the GEMV and split-K partial sums are written to C by their own kernels, which neither add nor widen
+  if (p.batch != 1 || p.K <= 0 || p.M <= 0 || p.N <= 0 || p.accumulate || p.c_float)
+    return {MatmulPlan::kTiles, 1, p.K, 0};
   const bool gemv_a = p.N == 1 && p.a_stride[2] == 1, gemv_b = p.M == 1 && p.b_stride[1] == 1;
   if (p.algo == TC_GEMM_AUTO && (gemv_a || gemv_b)) {
     const int64_t rows = gemv_a ? p.M : p.N;
