@@ -201,3 +201,39 @@ def test_matmul_accumulate_needs_out():
     from tinycuda import capi
     with pytest.raises(ValueError, match=r"tinycuda.capi.matmul: accumulate adds the product into out: give out"):
         capi.matmul(torch.randn(2, 3), torch.randn(3, 4), accumulate=True)
+
+
+def test_matmul_split_k_plan_for_16_bit_operands():
+    """The 16-bit split-K plan (matmul_core.h), read through the workspace query (no GPU needed): slices of
+    float32 partials for outputs of few 128 x 256 tiles and a long K, none for a full grid."""
+    from tinycuda import capi
+    lib = capi.lib()
+
+    def splits(M, N, K, dtype="TC_BFLOAT16", algo="TC_GEMM_AUTO", **fields):
+        p = capi.ffi.new("tc_matmul_params*")
+        p.dtype, p.batch, p.M, p.N, p.K, p.algo = getattr(lib, dtype), 1, M, N, K, getattr(lib, algo)
+        for name, value in fields.items():
+            setattr(p, name, value)
+        return lib.tc_matmul_workspace_size(p) / (4 * M * N)
+
+    # GPT-2 124M's weight gradients (K = 16 x 1024 tokens): qkv, attention projection, MLP in and out
+    assert [splits(*s) for s in [(2304, 768, 16384), (768, 768, 16384), (3072, 768, 16384), (768, 3072, 16384)]] \
+        == [2, 7, 3, 3]
+    assert splits(1024, 768, 50304) == 5  # fused_linear_cross_entropy's grad_hidden, 1024-token chunks
+    assert splits(256, 256, 8292, "TC_FLOAT16") == 11  # a shorter last slice (chunk 768)
+    assert splits(4096, 4096, 4096) == 0 and splits(256, 256, 511) == 0  # a full grid; too little K to pay
+    assert splits(256, 256, 255) == 0  # under two slices of 256
+    assert splits(256, 256, 8292, algo="TC_GEMM_MMA") == 0  # only auto and wgmma split
+    assert splits(256, 256, 8292, accumulate=1) == 0 and splits(256, 256, 8292, c_float=1) == 0
+
+
+# Few output tiles and a long K (with a shorter last slice): the slices run as a batch of the tensor-core
+# kernel into float32 partials, then their sum in slice order, bit-identical run to run.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("sa,sb", [((256, 8292), (8292, 256)), ((200, 4100), (4100, 72))], ids=str)
+def test_matmul_split_k_16_bit(dtype, layout, sa, sb):
+    a, b = _operands(sa, sb, layout, "cuda", dtype)
+    check_op(tinycuda.matmul, torch.matmul, [a, b])
+    assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))

@@ -935,20 +935,30 @@ tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T
 template <class T>
 tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream, bool* fused);
 
-// The regtile kernel over K's slices as a batch (slice z reads A and B from
-// k = z*chunk on and writes W[z]: the partials are the output type, so float
-// and double only), the last, shorter slice on its own, then the sum.
+// K's slices as a batch of one kernel (slice z reads A and B from k =
+// z*chunk on and writes float (double) partials W[z]): regtile for float and
+// double, whose output type they are; for 16-bit operands the tensor-core
+// kernels (wgmma, else mma) with a float32 C (c_float). The last, shorter
+// slice runs on its own, then the sum.
 template <class T>
-tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, T* W, cudaStream_t stream) {
+tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T>* W, cudaStream_t stream) {
   const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
+  constexpr bool kWide = std::is_same_v<T, acc_t<T>>;
+  constexpr tc_gemm_algo kAlgo = kWide ? TC_GEMM_REGTILE : TC_GEMM_AUTO;
+  auto into = [](Gemm<T>& s, acc_t<T>* w) {
+    if constexpr (kWide) s.C = w;
+    else s.C = nullptr, s.Cf = w;
+  };
   Gemm<T> s = g;
   s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
-  s.C = W, s.pre = nullptr, s.act = TC_ACT_NONE;
-  bool fused;  // never: regtile
-  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream, &fused));
+  s.pre = nullptr, s.act = TC_ACT_NONE, s.add = false;
+  into(s, W);
+  bool fused;  // nothing to apply after: no bias, no activation
+  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, kAlgo, s, stream, &fused));
   if (rest > 0) {
-    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb, s.C = W + full * MN;
-    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream, &fused));
+    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb;
+    into(s, W + full * MN);
+    TC_RETURN_IF_ERROR(launch<T>(op, kAlgo, s, stream, &fused));
   }
   sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
   return TC_OK;
@@ -1063,12 +1073,11 @@ tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
         TC_RETURN_IF_ERROR(check_launch(op));
         return activation_pass(op, p->dtype, g, p->stream);
       }
-      if constexpr (std::is_same_v<T, Acc>)
-        if (plan.kind == MatmulPlan::kSplitK && have) {
-          TC_RETURN_IF_ERROR(launch_split_k<T>(op, g.unfused(), plan, static_cast<T*>(q.workspace), stream));
-          TC_RETURN_IF_ERROR(check_launch(op));
-          return activation_pass(op, p->dtype, g, p->stream);
-        }
+      if (plan.kind == MatmulPlan::kSplitK && have) {
+        TC_RETURN_IF_ERROR(launch_split_k<T>(op, g.unfused(), plan, static_cast<Acc*>(q.workspace), stream));
+        TC_RETURN_IF_ERROR(check_launch(op));
+        return activation_pass(op, p->dtype, g, p->stream);
+      }
     }
     constexpr int64_t kMaxBatch = 65535;  // the grid's y and z limit
     for (int64_t z0 = 0; z0 < g.batch; z0 += kMaxBatch) {

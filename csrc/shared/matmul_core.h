@@ -74,6 +74,17 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
 // K = 2^20). K is cut into slices: ~264 blocks in all (2 per SM), slices of
 // at most 8192 (accuracy) and at least 256.
 //
+// Split-K (float16/bfloat16, auto or wgmma): the wgmma kernel's grid is one
+// persistent block per SM, so an output of few 128 x 256 tiles leaves SMs
+// idle however long K is. GPT-2's weight gradients (K = 16384 tokens) have
+// 18 to 72 tiles for 132 SMs; fused_linear_cross_entropy's grad_hidden
+// (1024 x 768, K = 50304) has 24. The slices are a batch of the same kernel
+// writing float32 partials (c_float). The count s minimizes an H100 estimate:
+// ceil(tiles s / 132) waves of ceil(K / 64 s) k-steps (~0.6 us each at
+// ~90% of a block's wgmma rate), plus the partials' write and read (8 s M N
+// bytes at ~3 TB/s) and ~3 us for the sum's launch; s <= 16, slices of at
+// least 256.
+//
 // Either way a slice is a multiple of 256 long, and the partial sums
 // (float, double for double) are added in slice order by a second kernel.
 struct MatmulPlan {
@@ -104,6 +115,21 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
     const int64_t want = std::max(ceil_div(264, tiles), ceil_div(p.K, 8192));
     const auto [splits, chunk] = slices(std::max<int64_t>(1, std::min(want, p.K / 256)));
     if (splits > 1) return {MatmulPlan::kSplitK, splits, chunk, 0};
+  }
+  if (!cuda_cores && (p.algo == TC_GEMM_AUTO || p.algo == TC_GEMM_WGMMA)) {
+    const int64_t tiles16 = ceil_div(p.M, 128) * ceil_div(p.N, 256);
+    auto cost_us = [&](int64_t splits, int64_t chunk) {
+      return double(ceil_div(tiles16 * splits, 132) * ceil_div(chunk, 64)) * 0.6 +
+             (splits > 1 ? double(splits) * double(p.M) * double(p.N) * 8 / 3e6 + 3 : 0.0);
+    };
+    MatmulPlan best{MatmulPlan::kTiles, 1, p.K, 0};
+    double best_cost = cost_us(1, p.K);
+    for (int64_t want = 2; want <= 16 && ceil_div(p.K, want) >= 256; ++want) {
+      const auto [splits, chunk] = slices(want);
+      if (const double c = cost_us(splits, chunk); splits > 1 && c < best_cost)
+        best = {MatmulPlan::kSplitK, splits, chunk, 0}, best_cost = c;
+    }
+    return best;
   }
   return {MatmulPlan::kTiles, 1, p.K, 0};
 }
