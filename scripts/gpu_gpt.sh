@@ -6,6 +6,9 @@
 #           split-KV decode path, add_layer_norm) with their
 #           op-table entries, then compute-sanitizer memcheck and racecheck
 #           over their CUDA tests
+#   matmul  the GEMM's tests (accumulate, c_float, 16-bit split-K; linear; the cross-entropy's chunk
+#           products on it), the op table's entries for them, memcheck and racecheck over them, and
+#           tinycuda bench's linear and matmul against docs/bench/h100.json
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
@@ -29,6 +32,22 @@ test)
   $SAN --tool racecheck python3 -m pytest -q -p no:cacheprovider tests/test_embedding.py tests/test_ops.py \
     -k "($SELECT) and (float32 or bfloat16)" -m "$MARK" 2>&1 |
     tee "$OUT/racecheck.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3 ;;
+matmul)
+  MM="tests/test_matmul.py tests/test_linear.py tests/test_fused_linear_cross_entropy.py"
+  python3 -m pytest -q -n 8 -p no:cacheprovider $MM 2>&1 | tee "$OUT/test_matmul.log" | tail -3
+  python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_ops.py tests/test_capi.py \
+    -k "matmul or linear or fused_linear" 2>&1 | tee "$OUT/test_matmul_ops.log" | tail -3
+  SAN="compute-sanitizer --error-exitcode 1"
+  SEL="accumulat or split_k or 8292 or cuda_variants"
+  $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py tests/test_linear.py \
+    -k "$SEL" -m "cuda and not large" 2>&1 | tee "$OUT/memcheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
+  $SAN --tool racecheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py \
+    -k "(accumulat or split_k) and bfloat16" -m "cuda and not large" 2>&1 |
+    tee "$OUT/racecheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3
+  python3 -m tinycuda bench linear matmul --impls tinycuda --baseline docs/bench/h100.json \
+    --json "$OUT/bench_matmul.json" > "$OUT/bench_matmul.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_matmul.txt"
+  python3 -m tinycuda bench linear matmul --dtype bfloat16 --impls tinycuda --json "$OUT/bench_matmul_bf16.json" \
+    > "$OUT/bench_matmul_bf16.txt" 2>&1; tail -3 "$OUT/bench_matmul_bf16.txt" ;;
 bench)
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
   GPT="python3 -m tinycuda gpt train --preset gpt2 --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 --eval-batches 1"
