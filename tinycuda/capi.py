@@ -1890,7 +1890,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         if bad.size:
             raise CapiError(f"tinycuda.capi.{op}: target {tv[bad[0]]} at row {bad[0]} is out of range [0, {nc})",
                             lib().TC_ERR_INVALID_ARGUMENT)
-    accum_bytes = 4 if widen else h.itemsize
+    accum_bytes = 0 if not compute_grad else 4 if widen else h.itemsize
     chunk = min(chunk_size or lib().tc_fused_linear_cross_entropy_chunk(n, hd, nc, accum_bytes), max(n, 1))
     acc, mean = _acc(h), red == lib().TC_REDUCTION_MEAN
     row_loss, buffer, n_valid = _empty(op, h, (n,), acc), _empty(op, h, (chunk, nc)), None

@@ -22,7 +22,7 @@ int64_t tc_fused_linear_cross_entropy_chunk(int64_t tokens, int64_t hidden, int6
                                             int64_t accum_bytes) {
   const int64_t h = hidden > 0 ? hidden : 1, factor = (classes + h - 1) / h;
   const int64_t want = factor > 0 ? (tokens + factor - 1) / factor : tokens;
-  int64_t chunk = 256 * std::max<int64_t>(accum_bytes, 1);
+  int64_t chunk = accum_bytes >= 4 ? 1024 : 512;
   while (chunk < want) chunk *= 2;
   return chunk < tokens ? chunk : (tokens > 1 ? tokens : 1);
 }

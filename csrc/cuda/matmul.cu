@@ -677,6 +677,17 @@ __device__ __forceinline__ void store_fragments(const float (&d)[128], int64_t m
   }
 }
 
+// The k-tiles [t0, t1) a tile of batch z multiplies, and the batch its
+// operands are read from: all of K in batch z, or with kslice the z-th slice
+// of K in batch 0.
+struct KRange {
+  int t0, t1, zc;
+};
+__device__ __forceinline__ KRange k_range(int z, int kslice, int tiles_k) {
+  if (kslice == 0) return {0, tiles_k, z};
+  return {z * kslice, min(tiles_k, (z + 1) * kslice), 0};
+}
+
 // The output tile a persistent block's `tile` is: batch z, then grouped_tile
 // within it (every block walks tiles blockIdx.x, + gridDim.x, ...).
 struct TileAt {
@@ -689,11 +700,14 @@ __device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_
 }
 
 // kTA: A is m-major (unit stride along m); kTB: B is n-major.
+// kslice > 0 splits K (matmul_core.h): `batch` counts K's slices of kslice
+// k-tiles each (the last one shorter) over one batch of A and B, and slice z
+// writes its partials at z*M*N, the way batch z would.
 template <class T, bool kTA, bool kTB>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                  int64_t M, int64_t N, int64_t K, int64_t batch, const T* __restrict__ bias, T* pre, int act,
-                  Out<T> out) {
+                  int64_t M, int64_t N, int64_t K, int64_t batch, int kslice, const T* __restrict__ bias, T* pre,
+                  int act, Out<T> out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
@@ -719,12 +733,13 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       uint32_t it = 0;
       for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const TileAt at = tile_at(tile, tiles_mn, M, N);
-        for (int t = 0; t < tiles_k; ++t, ++it) {
+        const KRange kr = k_range(at.z, kslice, tiles_k);
+        for (int t = kr.t0; t < kr.t1; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(&empty[s], (it / kStages - 1) & 1);
           mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
-          load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, at.m0, at.z, &full[s]);
-          load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, at.n0, at.z, &full[s]);
+          load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, at.m0, kr.zc, &full[s]);
+          load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, at.n0, kr.zc, &full[s]);
         }
       }
     }
@@ -743,7 +758,8 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // Tile t's wgmmas are issued while tile t-1's may still run (wait<1>), so
     // the tensor cores do not drain between k-tiles; a stage goes back to the
     // producer once the group that read it has completed.
-    for (int t = 0; t < tiles_k; ++t, ++it) {
+    const KRange kr = k_range(at.z, kslice, tiles_k);
+    for (int t = kr.t0; t < kr.t1; ++t, ++it) {
       const int s = it % kStages;
       mbar_wait(&full[s], (it / kStages) & 1);
       wgmma_pin(d);
@@ -756,7 +772,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       wgmma_commit();
       wgmma_wait<1>();
       wgmma_pin(d);
-      if (t > 0 && tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      if (t > kr.t0 && tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     }
     wgmma_wait<0>();
     wgmma_pin(d);
@@ -817,22 +833,24 @@ inline int sm_count(int dev) {
 // A persistent grid: one block per multiprocessor (fewer for fewer tiles),
 // each walking its tiles. The shared-memory attribute is set once per device.
 template <class T, bool kTA, bool kTB>
-tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g,
-              cudaStream_t stream) {
+tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g, int kslice,
+              int64_t batch, cudaStream_t stream) {
   auto kernel = gemm_wgmma_kernel<T, kTA, kTB>;
   static std::atomic<uint64_t> smem_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
-  const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * g.batch;
+  const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
-  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, g.batch, g.bias, g.pre, g.act,
-                                                                  g.out());
+  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, batch, kslice, g.bias, g.pre,
+                                                                  g.act, g.out());
   return TC_OK;
 }
 
 // Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
-// device or problem cannot run it (the caller then runs mma).
+// device or problem cannot run it (the caller then runs mma). With kslice,
+// g (one batch) is multiplied as `slices` slices of K (split-K's partials).
 template <class T>
-tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran) {
+tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran, int kslice = 0,
+                 int64_t slices = 1) {
   *ran = false;
   // TMA coordinates are 32-bit, and a 0-wide box does not encode
   int dev = 0;
@@ -847,9 +865,10 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ra
     return TC_OK;
   *ran = true;
   const bool a_mn = ma == Major::kMN, b_mn = mb == Major::kMN;
-  if (!a_mn)
-    return b_mn ? run<T, false, true>(op, dev, ta, tb, g, stream) : run<T, false, false>(op, dev, ta, tb, g, stream);
-  return b_mn ? run<T, true, true>(op, dev, ta, tb, g, stream) : run<T, true, false>(op, dev, ta, tb, g, stream);
+  const int64_t batch = kslice ? slices : g.batch;
+  auto go = [&](auto kernel_run) { return kernel_run(op, dev, ta, tb, g, kslice, batch, stream); };
+  if (!a_mn) return b_mn ? go(run<T, false, true>) : go(run<T, false, false>);
+  return b_mn ? go(run<T, true, true>) : go(run<T, true, false>);
 }
 }  // namespace wg
 
@@ -935,24 +954,34 @@ tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T
 template <class T>
 tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream, bool* fused);
 
-// K's slices as a batch of one kernel (slice z reads A and B from k =
-// z*chunk on and writes float (double) partials W[z]): regtile for float and
-// double, whose output type they are; for 16-bit operands the tensor-core
-// kernels (wgmma, else mma) with a float32 C (c_float). The last, shorter
-// slice runs on its own, then the sum.
+// K's slices, each writing float (double) partials W[z] for the slice from
+// k = z*chunk on, then their sum. 16-bit operands: the wgmma kernel, every
+// slice in one persistent launch (k offsets in the kernel; the operands' own
+// 2-D tensor maps), into a float32 C (c_float). Otherwise the slices as a
+// batch of one kernel (A and B advanced by chunk along k per batch): regtile
+// for float and double, whose output type the partials are, mma for 16-bit
+// where wgmma cannot run; the last, shorter slice on its own.
 template <class T>
 tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T>* W, cudaStream_t stream) {
   const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
   constexpr bool kWide = std::is_same_v<T, acc_t<T>>;
-  constexpr tc_gemm_algo kAlgo = kWide ? TC_GEMM_REGTILE : TC_GEMM_AUTO;
+  constexpr tc_gemm_algo kAlgo = kWide ? TC_GEMM_REGTILE : TC_GEMM_MMA;
   auto into = [](Gemm<T>& s, acc_t<T>* w) {
     if constexpr (kWide) s.C = w;
     else s.C = nullptr, s.Cf = w;
   };
   Gemm<T> s = g;
-  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
-  s.pre = nullptr, s.act = TC_ACT_NONE, s.add = false;
+  s.bias = nullptr, s.pre = nullptr, s.act = TC_ACT_NONE, s.add = false;
   into(s, W);
+  if constexpr (!kWide) {
+    bool ran = false;
+    TC_RETURN_IF_ERROR(wg::launch<T>(op, s, stream, &ran, int(plan.chunk / wg::BK), plan.splits));
+    if (ran) {
+      sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
+      return TC_OK;
+    }
+  }
+  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk;
   bool fused;  // nothing to apply after: no bias, no activation
   if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, kAlgo, s, stream, &fused));
   if (rest > 0) {

@@ -78,8 +78,9 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
 // persistent block per SM, so an output of few 128 x 256 tiles leaves SMs
 // idle however long K is. GPT-2's weight gradients (K = 16384 tokens) have
 // 18 to 72 tiles for 132 SMs; fused_linear_cross_entropy's grad_hidden
-// (1024 x 768, K = 50304) has 24. The slices are a batch of the same kernel
-// writing float32 partials (c_float). The count s minimizes an H100 estimate:
+// (1024 x 768, K = 50304) has 24. One launch of the wgmma kernel runs every
+// slice, each writing float32 partials (c_float; mma slice by slice where
+// wgmma cannot run). The count s minimizes an H100 estimate:
 // ceil(tiles s / 132) waves of ceil(K / 64 s) k-steps (~0.6 us each at
 // ~90% of a block's wgmma rate), plus the partials' write and read (8 s M N
 // bytes at ~3 TB/s) and ~3 us for the sum's launch; s <= 16, slices of at

@@ -103,7 +103,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const int64_t chunk =
       std::min(chunk_size > 0 ? chunk_size
                               : tc_fused_linear_cross_entropy_chunk(n, h.size(1), v,
-                                                                    c10::elementSize(compute_grad ? grad_acc : wdt)),
+                                                                    compute_grad ? c10::elementSize(grad_acc) : 0),
                std::max<int64_t>(n, 1));
   const auto acc = h.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 

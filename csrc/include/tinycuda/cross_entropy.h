@@ -128,10 +128,11 @@ TC_API size_t tc_cross_entropy_workspace_size(const tc_cross_entropy_params* p);
 /* Rows per chunk for a caller that runs this core on slices of a linear
  * layer's output (fused_linear_cross_entropy's torch op and capi): the chunk
  * of `tokens` rows of hidden size `hidden` into `classes` logits, grad_weight
- * accumulated in elements of `accum_bytes`. Liger's
+ * accumulated in elements of `accum_bytes` (0: no gradient). Liger's
  * next_pow2(ceil(tokens / ceil(classes / hidden))), whose [chunk, classes]
- * buffer holds about tokens x hidden elements, but at least 256 x accum_bytes
- * rows (512 for a 16-bit accumulator, 1024 for float32): each chunk adds its
+ * buffer holds about tokens x hidden elements, but at least 512 rows, 1024
+ * for a float32 or float64 accumulator (float64 is a CPU reference: no
+ * larger buffer for it): each chunk adds its
  * [classes, hidden] product into grad_weight, reading and writing it, so with
  * K = chunk rows that product makes 2 chunk FLOPs per 2 accum_bytes bytes,
  * under an H100's 250 FLOP/byte (760 TFLOP/s over 3 TB/s) below the floor.

@@ -58,7 +58,7 @@ typedef struct {
   int accumulate;      /* 0: C = P; 1: C += P (c is read first) */
   int c_float;         /* 1: c is float32 (float16/bfloat16 operands only) */
   void* pre;           /* NULL, or [batch, M, N]: the product + bias before the activation (needs one) */
-  void* workspace; /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
+  void* workspace;     /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
   size_t workspace_bytes;
   tc_gemm_algo algo;
   void* stream;
@@ -67,8 +67,9 @@ typedef struct {
 TC_API tc_status tc_matmul_cpu(const tc_matmul_params* p);
 TC_API tc_status tc_matmul_cuda(const tc_matmul_params* p);
 /* Bytes of workspace with which tc_matmul_cuda splits K across blocks (0: it
- * would not): float32/float64 products with few output tiles and a long K,
- * and (any dtype, algo auto) one output row or column with few outputs. */
+ * would not): products with few output tiles and a long K (float32/float64
+ * with algo auto or regtile; float16/bfloat16 with auto or wgmma), and (any
+ * dtype, algo auto) one output row or column with few outputs. */
 TC_API size_t tc_matmul_workspace_size(const tc_matmul_params* p);
 
 #endif
