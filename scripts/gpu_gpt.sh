@@ -9,6 +9,7 @@
 #   matmul  the GEMM's tests (accumulate, c_float, 16-bit split-K; linear; the cross-entropy's chunk
 #           products on it), the op table's entries for them, memcheck and racecheck over them, and
 #           tinycuda bench's linear and matmul against docs/bench/h100.json
+#   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py)
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
@@ -48,6 +49,11 @@ matmul)
     --json "$OUT/bench_matmul.json" > "$OUT/bench_matmul.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_matmul.txt"
   python3 -m tinycuda bench linear matmul --dtype bfloat16 --impls tinycuda --json "$OUT/bench_matmul_bf16.json" \
     > "$OUT/bench_matmul_bf16.txt" 2>&1; tail -3 "$OUT/bench_matmul_bf16.txt" ;;
+ncu)
+  ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --csv python3 scripts/ncu_gpt_gemms.py > "$OUT/ncu_gemms.csv" 2> "$OUT/ncu_gemms.err"
+  echo "ncu rc=$? ($(wc -l < "$OUT/ncu_gemms.csv") lines)"
+  grep -E '"Duration"|"Compute \(SM\) Throughput"|"Memory Throughput"' "$OUT/ncu_gemms.csv" | cut -c1-220 | head -60 ;;
 bench)
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
   GPT="python3 -m tinycuda gpt train --preset gpt2 --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 --eval-batches 1"
