@@ -64,3 +64,62 @@ def test_grad_out_is_the_same_whatever_the_output_layout():
         torch.manual_seed(1)
         grads.append(_runner(fn, [x], "fwd+bwd")()[0])
     assert torch.equal(*grads)
+
+
+def _case(eager, ours, mode, fp32_tol=1e-5):
+    """run_case on a made-up op (x of 4096 float32 normals, an integer arg) with eager `eager` and tinycuda
+    `ours`, on the CPU; the float64 calls of eager are counted."""
+    import torch
+
+    from tinycuda.bench import Timer, run_case
+    from tinycuda.optable import Bench, OpInfo
+
+    calls64 = []
+
+    def ref(x, k):
+        calls64.append(x.dtype == torch.float64)
+        return eager(x, k)
+
+    bench = Bench(shapes={}, make=lambda sh, dt, dev: [torch.randn(sh, dtype=dt, device=dev), 3],
+                  cost=lambda sh, mode, s: ("GB/s", 2 * sh[0] * s), fp32_tol=fp32_tol)
+    info = OpInfo("made_up", ours, ref, samples=None, bench=bench)
+    peaks = {"copy_GBps": 1.0, "matmul_bf16_TFLOPs": 1.0, "matmul_fp32_TFLOPs": 1.0}
+    rows = run_case(info, mode, (4096,), torch.float32, "cpu", Timer("cpu", 20), {"tinycuda"}, peaks)
+    return rows, sum(calls64)
+
+
+def test_check_against_eager_falls_back_to_float64():
+    """The check before timing: an implementation that misses eager's float32 result by more than the tolerance
+    passes when it is as close to eager's float64 result as eager is (2x its error plus one rounding; 3x for
+    gradients); one clearly wrong is rejected naming the case and both errors; where eager cannot run in float64,
+    the quick check's error stands. Float64 runs only when the quick check fails."""
+    import re
+
+    import pytest
+    import torch
+
+    def eager(x, k):  # x / 3 * 3: two float32 roundings, in float64 ~exact
+        return x / k * k
+
+    def same_accuracy(x, k):  # other roundings of the same size: misses eager by ~1 ulp
+        return x * k / k
+
+    def wrong(x, k):
+        return x / k * k * 1.001
+
+    def no_float64(x, k):
+        if x.dtype == torch.float64:
+            raise RuntimeError("no float64 kernel")
+        return eager(x, k)
+
+    for mode in ("fwd", "bwd", "fwd+bwd"):
+        assert _case(eager, eager, mode)[1] == 0  # equal: the fast path, no float64 run
+        # tolerance 0: the ~1 ulp difference fails the quick check, float64 accepts it
+        rows, calls = _case(eager, same_accuracy, mode, fp32_tol=0.0)
+        assert calls == 1 and [r["impl"] for r in rows] == ["eager", "tinycuda"]
+        factor = 3 if mode != "fwd" else 2
+        with pytest.raises(AssertionError, match=rf"made_up {re.escape(mode)} \(4096,\) tinycuda: max error \S+ "
+                                                 rf"against float64 > {factor} x eager's \S+ \+ one rounding \S+"):
+            _case(eager, wrong, mode)
+        with pytest.raises(AssertionError, match="Tensor-likes are not close"):
+            _case(no_float64, wrong, mode)
