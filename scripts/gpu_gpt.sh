@@ -48,7 +48,10 @@ matmul)
   python3 -m tinycuda bench linear matmul --impls tinycuda --baseline docs/bench/h100.json \
     --json "$OUT/bench_matmul.json" > "$OUT/bench_matmul.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_matmul.txt"
   python3 -m tinycuda bench linear matmul --dtype bfloat16 --impls tinycuda --json "$OUT/bench_matmul_bf16.json" \
-    > "$OUT/bench_matmul_bf16.txt" 2>&1; tail -3 "$OUT/bench_matmul_bf16.txt" ;;
+    > "$OUT/bench_matmul_bf16.txt" 2>&1; tail -3 "$OUT/bench_matmul_bf16.txt"
+  # issue 13's fused linear cross-entropy shape (8192 x 4096 x 128256 bf16), now on tinycuda's GEMM
+  python3 -m tinycuda bench fused_linear_cross_entropy --dtype bfloat16 --shapes large \
+    --json "$OUT/bench_flce.json" > "$OUT/bench_flce.txt" 2>&1; grep -E "fused_linear" "$OUT/bench_flce.txt" | cut -c1-160 ;;
 ncu)
   ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight --section WarpStateStats \
     --section MemoryWorkloadAnalysis --csv python3 scripts/ncu_gpt_gemms.py > "$OUT/ncu_gemms.csv" 2> "$OUT/ncu_gemms.err"
