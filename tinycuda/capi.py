@@ -84,7 +84,8 @@ from . import _build
 __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "add_layer_norm",
            "add_layer_norm_backward", "add_rms_norm",
            "add_rms_norm_backward", "cross_entropy",
-           "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
+           "cross_entropy_backward", "flash_attention", "flash_attention_backward", "flash_attention_qkvpacked",
+           "flash_attention_qkvpacked_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
@@ -2215,6 +2216,60 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
           **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv
+
+
+def _qkv(op, v):
+    """The attention params' sizes, q's, k's and v's addresses and their (batch, row, head) strides as slices of a
+    C-contiguous qkv [B, S, 3, H, D] (view v)."""
+    if len(v.shape) != 5 or v.shape[2] != 3:
+        raise ValueError(f"tinycuda.capi.{op}: qkv must be 5-D [batch, seqlen, 3, heads, head_dim], got shape "
+                         f"{v.shape}")
+    b, s, _, h, d = v.shape
+    if d == 0:
+        raise ValueError(f"tinycuda.capi.{op}: head_dim must be > 0")
+    dims = dict(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim=d)
+    return dims, [v.ptr + i * h * d * v.itemsize for i in range(3)], [s * 3 * h * d, 3 * h * d, d]
+
+
+def flash_attention_qkvpacked(qkv, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0,
+                              top_left=False, *, algo=0, out=None, lse=None, stream=None):
+    """(out, lse): flash_attention of qkv [B, S, 3, H, D]'s slices (q, k, v along dim 2), read in place; out
+    [B, S, H, D], lse [B, H, S]."""
+    op = "flash_attention_qkvpacked"
+    v = _check(op, {"qkv": qkv})["qkv"]
+    dims, (q, k, v_), st = _qkv(op, v)
+    shape = (dims["batch"], dims["seqlen_q"], dims["heads_q"], dims["head_dim"])
+    o, ov = _array(op, "out", out, v, shape)
+    l, lv = _array(op, "lse", lse, v, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(v))
+    _call(op, v, stream, entry="flash_attention", **dims, q=q, q_stride=st, k=k, k_stride=st, v=v_, v_stride=st,
+          o=ov, o_stride=_rows_strides(shape), lse=lv, algo=algo,
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+    return o, l
+
+
+def flash_attention_qkvpacked_backward(grad_out, qkv, out, lse, causal, scale, window_left, window_right, softcap,
+                                       top_left, *, algo=0, grad_qkv=None, stream=None):
+    """grad_qkv [B, S, 3, H, D] of flash_attention_qkvpacked from its out and lse: the three gradients in one
+    array like qkv."""
+    op = "flash_attention_qkvpacked_backward"
+    named = _check(op, {"grad_out": grad_out, "qkv": qkv, "out": out})
+    v = named["qkv"]
+    dims, (q, k, v_), st = _qkv(op, v)
+    shape = (dims["batch"], dims["seqlen_q"], dims["heads_q"], dims["head_dim"])
+    for name in ("grad_out", "out"):
+        if tuple(named[name].shape) != shape:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must have shape {shape}, got {named[name].shape}")
+    if lse is None or lse is True:
+        raise ValueError(f"tinycuda.capi.{op}: lse must be an array: flash_attention_qkvpacked's second output")
+    _, lv = _array(op, "lse", lse, v, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(v))
+    g, gv = _array(op, "grad_qkv", grad_qkv, v, v.shape)
+    _, (gq, gk, gvv), _ = _qkv(op, gv)
+    rs = _rows_strides(shape)
+    _call(op, v, stream, entry="flash_attention_backward", **dims, q=q, q_stride=st, k=k, k_stride=st, v=v_,
+          v_stride=st, o=named["out"], o_stride=rs, lse=lv, grad_o=named["grad_out"], grad_o_stride=rs, grad_q=gq,
+          grad_q_stride=st, grad_k=gk, grad_k_stride=st, grad_v=gvv, grad_v_stride=st, algo=algo,
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+    return g
 
 
 # ---------------------------------------------------------------------------

@@ -3413,7 +3413,7 @@ OPS = [
                        variants={f"eager[{b.lower()}]": _sdpa_bshd(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
     # the GPT's form: one tensor in, one gradient out (no stack of q, k, v's gradients)
     OpInfo("flash_attention_qkvpacked", ops.flash_attention_qkvpacked, _qkvpacked_ref, _qkvpacked_samples, rtol=1e-4,
-           atol=1e-4, grad_atol=5e-4, capi=False, errors=_qkvpacked_errors),
+           atol=1e-4, grad_atol=5e-4, errors=_qkvpacked_errors),
     # benched causal (is_causal=True, [B, H, S, D]); flash_attention's bench is the unmasked case
     OpInfo("scaled_dot_product_attention", ops.scaled_dot_product_attention, F.scaled_dot_product_attention,
            _sdpa_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, errors=_sdpa_errors,
