@@ -38,9 +38,7 @@ def main():
     args = argparse.Namespace(preset=a.preset, n_layer=None, n_head=None, n_embd=None, context=None, lr=6e-4,
                               weight_decay=0.1, warmup=10, steps=100, grad_clip=1.0, master_weights=a.master_weights)
     cfg = gpt.config_from(args)
-    model = gpt.build(cfg, "tinycuda", a.device, 0)
-    if a.master_weights:
-        model.to(torch.bfloat16)
+    model = gpt.build(cfg, "tinycuda", a.device, 0, a.master_weights)
     opt = gpt._optimizer(model, args, "tinycuda")
     batches = gpt.Batches(gpt.load_text(), a.batch_size, cfg.context, 0)
 

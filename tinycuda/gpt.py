@@ -253,13 +253,15 @@ def _lr(step, schedule):
     return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
-def build(cfg, backend, device, seed):
-    """The model on `backend`'s kernels, its weights drawn from `seed` (the same for every backend)."""
+def build(cfg, backend, device, seed, master_weights=False):
+    """The model on `backend`'s kernels, its weights drawn from `seed` (the same for every backend).
+    master_weights (tinycuda): the model held and run in bf16 (autocast then changes nothing), the
+    optimizer stepping float32 copies: the same initial weights as the other backends', rounded once."""
     import torch
     from .nn.gpt import GPT
     torch.manual_seed(seed)
     model = GPT(cfg, kernels="tinycuda" if backend == "tinycuda" else "torch").to(device)
-    return model
+    return model.to(torch.bfloat16) if master_weights and backend == "tinycuda" else model
 
 
 class GraphedStep:
@@ -303,11 +305,7 @@ class GraphedStep:
 
 def train_one(backend, cfg, args, text, device, dist, progress=None):
     import torch
-    model = build(cfg, backend, device, args.seed)
-    if args.master_weights and backend == "tinycuda":
-        # the model held and run in bf16 (autocast then changes nothing), the optimizer stepping float32
-        # copies: the same initial weights as the other backends', rounded once
-        model.to(torch.bfloat16)
+    model = build(cfg, backend, device, args.seed, args.master_weights)
     opt = _optimizer(model, args, backend)
     step0 = 0
     schedule = {"lr": args.lr, "warmup": args.warmup, "steps": args.steps}

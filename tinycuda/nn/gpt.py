@@ -102,14 +102,12 @@ class _TinycudaKernels:
         return self.ops.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
     def add_layer_norm(self, x, r, ln):
-        # one kernel for the add and the norm, whose backward also adds the residual stream's two gradients;
-        # under autocast a float32 stream meets a bf16 branch, and the add promotes first
-        if r is None:
-            return self.layer_norm(x, ln), x
-        if r.dtype != x.dtype:
-            x = self.add(x, r)
-            return self.layer_norm(x, ln), x
-        return self.ops.add_layer_norm(x, r, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+        # one kernel for the add and the norm, whose backward also adds the residual stream's two gradients
+        if r is not None and r.dtype == x.dtype:
+            return self.ops.add_layer_norm(x, r, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+        # no residual yet, or (autocast) a float32 stream meeting a bf16 branch: the add promotes first
+        s = x if r is None else self.add(x, r)
+        return self.layer_norm(s, ln), s
 
     def linear_gelu(self, x, weight, bias):
         return self.ops.linear_act(x, weight, bias, "gelu_tanh")
