@@ -6,6 +6,10 @@
 #           split-KV decode path, add_layer_norm) with their
 #           op-table entries, then compute-sanitizer memcheck and racecheck
 #           over their CUDA tests
+#   matmul  the GEMM's tests (accumulate, c_float, 16-bit split-K; linear; the cross-entropy's chunk
+#           products on it), the op table's entries for them, memcheck and racecheck over them, and
+#           tinycuda bench's linear and matmul against docs/bench/h100.json
+#   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py)
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
@@ -29,6 +33,30 @@ test)
   $SAN --tool racecheck python3 -m pytest -q -p no:cacheprovider tests/test_embedding.py tests/test_ops.py \
     -k "($SELECT) and (float32 or bfloat16)" -m "$MARK" 2>&1 |
     tee "$OUT/racecheck.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3 ;;
+matmul)
+  MM="tests/test_matmul.py tests/test_linear.py tests/test_fused_linear_cross_entropy.py"
+  python3 -m pytest -q -n 8 -p no:cacheprovider $MM 2>&1 | tee "$OUT/test_matmul.log" | tail -3
+  python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_ops.py tests/test_capi.py \
+    -k "matmul or linear or fused_linear" 2>&1 | tee "$OUT/test_matmul_ops.log" | tail -3
+  SAN="compute-sanitizer --error-exitcode 1"
+  SEL="accumulat or split_k or 8292 or cuda_variants"
+  $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py tests/test_linear.py \
+    -k "$SEL" -m "cuda and not large" 2>&1 | tee "$OUT/memcheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
+  $SAN --tool racecheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py \
+    -k "(accumulat or split_k) and bfloat16" -m "cuda and not large" 2>&1 |
+    tee "$OUT/racecheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3
+  python3 -m tinycuda bench linear matmul --impls tinycuda --baseline docs/bench/h100.json \
+    --json "$OUT/bench_matmul.json" > "$OUT/bench_matmul.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_matmul.txt"
+  python3 -m tinycuda bench linear matmul --dtype bfloat16 --impls tinycuda --json "$OUT/bench_matmul_bf16.json" \
+    > "$OUT/bench_matmul_bf16.txt" 2>&1; tail -3 "$OUT/bench_matmul_bf16.txt"
+  # issue 13's fused linear cross-entropy shape (8192 x 4096 x 128256 bf16), now on tinycuda's GEMM
+  python3 -m tinycuda bench fused_linear_cross_entropy --dtype bfloat16 --shapes large \
+    --json "$OUT/bench_flce.json" > "$OUT/bench_flce.txt" 2>&1; grep -E "fused_linear" "$OUT/bench_flce.txt" | cut -c1-160 ;;
+ncu)
+  ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --csv python3 scripts/ncu_gpt_gemms.py > "$OUT/ncu_gemms.csv" 2> "$OUT/ncu_gemms.err"
+  echo "ncu rc=$? ($(wc -l < "$OUT/ncu_gemms.csv") lines)"
+  grep -E '"Duration"|"Compute \(SM\) Throughput"|"Memory Throughput"' "$OUT/ncu_gemms.csv" | cut -c1-220 | head -60 ;;
 bench)
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
   GPT="python3 -m tinycuda gpt train --preset gpt2 --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 --eval-batches 1"

@@ -23,6 +23,8 @@ def _cases(device):
         "matmul": (tinycuda.matmul, (r(5, 8), r(8, 6))),
         "flash_attention": (lambda q, k, v: tinycuda.flash_attention(q, k, v, causal=True),
                             (r(2, 9, 2, 16), r(2, 9, 2, 16), r(2, 9, 2, 16))),
+        "flash_attention_qkvpacked": (lambda qkv: tinycuda.flash_attention_qkvpacked(qkv, causal=True),
+                                      (r(2, 9, 3, 2, 16),)),
         "fused_linear_cross_entropy": (lambda h, w: tinycuda.fused_linear_cross_entropy(h, w, t), (r(7, 8), r(11, 8))),
         "layer_norm": (lambda x, w, b: tinycuda.layer_norm(x, (8,), w, b), (r(5, 8), r(8), r(8))),
         "rms_norm": (lambda x, w: tinycuda.rms_norm(x, (8,), w), (r(5, 8), r(8))),

@@ -316,10 +316,14 @@ def test_fused_linear_cross_entropy_bit_for_bit_with_the_unfused_capi_calls(dtyp
 
 def test_fused_linear_cross_entropy_chunk_rule():
     """The core's one chunk rule (cross_entropy.h), which the torch op and capi both take: Liger's
-    next_pow2(ceil(N / ceil(V / H))), at least 512 rows, at most N (at least 1)."""
-    chunk = capi.lib().tc_fused_linear_cross_entropy_chunk
+    next_pow2(ceil(N / ceil(V / H))), at least 512 rows (1024 for a float32 or float64 grad_weight
+    accumulator), at most N (at least 1)."""
+    rule = capi.lib().tc_fused_linear_cross_entropy_chunk
+    chunk = lambda n, h, v, accum_bytes=2: rule(n, h, v, accum_bytes)  # noqa: E731
     assert chunk(8192, 4096, 128256) == 512  # Liger's 256
-    assert chunk(65536, 4096, 32000) == 8192  # Liger's own: ceil(32000 / 4096) = 8, 65536 / 8
+    assert chunk(8192, 4096, 128256, 4) == 1024 and chunk(16384, 768, 50304, 4) == 1024  # float32 accumulator
+    assert chunk(8192, 4096, 128256, 8) == 1024 and chunk(8192, 4096, 128256, 0) == 512  # float64; no gradient
+    assert chunk(65536, 4096, 32000) == 8192 and chunk(65536, 4096, 32000, 4) == 8192  # Liger's own: 65536 / 8
     assert chunk(300, 64, 1000) == 300 and chunk(1, 8, 8) == 1 and chunk(0, 8, 8) == 1
     assert chunk(5000, 4096, 4096) == 5000 and chunk(20000, 4096, 8192) == 16384
 

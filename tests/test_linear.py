@@ -16,10 +16,13 @@ pytestmark = pytest.mark.racecheck
 # unit stride is a multiple of 8 ((256, 64, 136) on: forward, grad_x and
 # grad_weight each pair the operands' layouts differently; ragged M, and K over
 # many 4-stage rounds) and gathers element by element otherwise (k = 17, 300, 132).
+# (8292, 64, 136): grad_weight's K is 8292 rows for one 136 x 64 output tile,
+# which auto and wgmma split into slices (a shorter last one) with the
+# backward's workspace.
 @requires_cuda
 @pytest.mark.parametrize("variant", variants.names("linear"))
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (33, 17, 129), (257, 300, 130), (260, 132, 68), (256, 64, 136),
-                                   (300, 64, 136), (129, 1000, 264)], ids=str)
+                                   (300, 64, 136), (129, 1000, 264), (8292, 64, 136)], ids=str)
 def test_linear_cuda_variants(dtype, variant, m, k, n):
     x = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)

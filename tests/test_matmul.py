@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import HAS_CUDA, check_op, requires_cuda
+from conftest import HAS_CUDA, assert_matches, check_op, requires_cuda
 from tinycuda import variants
 
 pytestmark = pytest.mark.racecheck
@@ -153,3 +153,87 @@ def test_matmul_capi_out_at_an_odd_element(device):
 def test_matmul_cpu_work_split(dtype, layout, sa, sb):
     a, b = _operands(sa, sb, layout, "cpu", dtype)
     check_op(tinycuda.matmul, torch.matmul, [a, b], rtol32=1e-4, atol32=1e-4, grad_atol32=1e-3)
+
+
+# accumulate (out += a @ b, BLAS's beta = 1) and c_float (a float32 out for 16-bit operands, the product
+# unrounded): how fused_linear_cross_entropy chains its grad_weight over token chunks. Every algo the device
+# runs: CUDA's tensor-core epilogues store these outputs element by element (the wgmma kernel from its
+# fragments, not through its staged 16-bit tile), the CUDA-core ones through the same Out.
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("c_float", [False, True], ids=["c_dtype", "c_float"])
+@pytest.mark.parametrize("sa,sb", [((1, 1), (1, 1)), ((33, 17), (17, 129)), ((300, 72), (72, 264)),
+                                   ((2, 130, 72), (2, 72, 136)), ((136, 0), (0, 24))], ids=str)
+def test_matmul_accumulates_into_out(device, dtype, layout, c_float, sa, sb):
+    from tinycuda import capi
+    a, b = _operands(sa, sb, layout, device, dtype)
+    given = dict(transpose_a=layout[0] == "T", transpose_b=layout[1] == "T")
+    a_in, b_in = (a.mT if given["transpose_a"] else a), (b.mT if given["transpose_b"] else b)
+    shape = (*a.shape[:-1], b.shape[-1])
+    if c_float and dtype == torch.float32:
+        with pytest.raises(capi.CapiError, match=r"matmul: c_float is for float16 or bfloat16 operands"):
+            capi.matmul(a_in, b_in, out=torch.zeros(shape, device=device), c_float=True, **given)
+        return
+    c0 = torch.randn(shape, device=device, dtype=torch.float32 if c_float else dtype)
+    want = c0.double() + a.double() @ b.double()
+    # torch's own answer in out's precision, for the half rule: addmm's one rounding of c + a @ b
+    same = c0 + a.float() @ b.float() if c_float else (torch.baddbmm if a.dim() == 3 else torch.addmm)(c0, a, b)
+    algos = ["auto"] if device == "cpu" else ["auto", "naive", "tiled", "regtile"] + (
+        ["mma", "wgmma"] if dtype != torch.float32 else [])
+    for algo in algos:
+        out = c0.clone()
+        got = capi.matmul(a_in, b_in, out=out, accumulate=True, c_float=c_float, algo=f"TC_GEMM_{algo.upper()}",
+                          **given)
+        assert got is out
+        try:
+            assert_matches(out, same, want, rtol32=1e-5, atol32=1e-5)
+        except AssertionError as e:
+            e.add_note(f"algo {algo}")
+            raise
+    # without accumulate a float32 out is overwritten (its old values never read)
+    if c_float:
+        out = torch.full(shape, float("nan"), device=device)
+        capi.matmul(a_in, b_in, out=out, c_float=True, **given)
+        torch.testing.assert_close(out.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_accumulate_needs_out():
+    from tinycuda import capi
+    with pytest.raises(ValueError, match=r"tinycuda.capi.matmul: accumulate adds the product into out: give out"):
+        capi.matmul(torch.randn(2, 3), torch.randn(3, 4), accumulate=True)
+
+
+def test_matmul_split_k_plan_for_16_bit_operands():
+    """The 16-bit split-K plan (matmul_core.h), read through the workspace query (no GPU needed): slices of
+    float32 partials for outputs of few 128 x 256 tiles and a long K, none for a full grid."""
+    from tinycuda import capi
+    lib = capi.lib()
+
+    def splits(M, N, K, dtype="TC_BFLOAT16", algo="TC_GEMM_AUTO", **fields):
+        p = capi.ffi.new("tc_matmul_params*")
+        p.dtype, p.batch, p.M, p.N, p.K, p.algo = getattr(lib, dtype), 1, M, N, K, getattr(lib, algo)
+        for name, value in fields.items():
+            setattr(p, name, value)
+        return lib.tc_matmul_workspace_size(p) / (4 * M * N)
+
+    # GPT-2 124M's weight gradients (K = 16 x 1024 tokens): qkv, attention projection, MLP in and out
+    assert [splits(*s) for s in [(2304, 768, 16384), (768, 768, 16384), (3072, 768, 16384), (768, 3072, 16384)]] \
+        == [2, 7, 3, 3]
+    assert splits(1024, 768, 50304) == 5  # fused_linear_cross_entropy's grad_hidden, 1024-token chunks
+    assert splits(256, 256, 8292, "TC_FLOAT16") == 11  # a shorter last slice (chunk 768)
+    assert splits(4096, 4096, 4096) == 0 and splits(256, 256, 511) == 0  # a full grid; too little K to pay
+    assert splits(256, 256, 255) == 0  # under two slices of 256
+    assert splits(256, 256, 8292, algo="TC_GEMM_MMA") == 0  # only auto and wgmma split
+    assert splits(256, 256, 8292, accumulate=1) == 0 and splits(256, 256, 8292, c_float=1) == 0
+
+
+# Few output tiles and a long K (with a shorter last slice): the slices run as a batch of the tensor-core
+# kernel into float32 partials, then their sum in slice order, bit-identical run to run.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("sa,sb", [((256, 8292), (8292, 256)), ((200, 4100), (4100, 72))], ids=str)
+def test_matmul_split_k_16_bit(dtype, layout, sa, sb):
+    a, b = _operands(sa, sb, layout, "cuda", dtype)
+    check_op(tinycuda.matmul, torch.matmul, [a, b])
+    assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))

@@ -84,7 +84,8 @@ from . import _build
 __all__ = ["CapiError", "ffi", "lib", "version", "cuda_device_count", "built_with_cuda", "add_layer_norm",
            "add_layer_norm_backward", "add_rms_norm",
            "add_rms_norm_backward", "cross_entropy",
-           "cross_entropy_backward", "flash_attention", "flash_attention_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
+           "cross_entropy_backward", "flash_attention", "flash_attention_backward", "flash_attention_qkvpacked",
+           "flash_attention_qkvpacked_backward", "fused_linear_cross_entropy", "gelu", "gelu_backward", "swiglu",
            "swiglu_backward", "geglu", "geglu_backward", "layer_norm", "layer_norm_backward", "linear",
            "linear_act", "linear_backward", "matmul", "relu", "relu_backward", "relu_mask", "relu_mask_backward",
            "rms_norm", "rms_norm_", "rms_norm_backward", "rope", "rope_", "rope_backward", "scale_bias_relu",
@@ -1724,11 +1725,16 @@ def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad
     return gx, gw, gb
 
 
-def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stream=None):
+def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, accumulate=False, c_float=False,
+           stream=None):
     """a @ b with tinycuda.ops.matmul's core shapes: a [M, K] or [Ba, M, K], b [K, N] or
     [Bb, K, N], a batch of 1 broadcasting. transpose_a: a is given as its transpose
-    ([..., K, M], contiguous), read in place; transpose_b likewise ([..., N, K])."""
+    ([..., K, M], contiguous), read in place; transpose_b likewise ([..., N, K]).
+    accumulate: out += a @ b (out must be given); c_float: out is float32 for float16 or
+    bfloat16 a and b, the product not rounded to their dtype (matmul.h)."""
     op = "matmul"
+    if accumulate and out is None:
+        raise ValueError(f"tinycuda.capi.{op}: accumulate adds the product into out: give out")
     v = _check(op, {"a": a, "b": b})
     va, vb = v["a"], v["b"]
     for name, x in (("a", va), ("b", vb)):
@@ -1747,9 +1753,10 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, stre
         raise ValueError(f"tinycuda.capi.{op}: batch sizes {ba} and {bb} do not broadcast")
     batch = max(ba or 1, bb or 1) if 0 not in (ba, bb) else 0
     sa[0], sb[0] = (sa[0] if (ba or 1) > 1 else 0), (sb[0] if (bb or 1) > 1 else 0)
-    c, cv = _array(op, "out", out, va, (M, N) if ba is None and bb is None else (batch, M, N))
+    c, cv = _array(op, "out", out, va, (M, N) if ba is None and bb is None else (batch, M, N),
+                   "float32" if c_float else None)
     _call(op, va, stream, batch=batch, M=M, N=N, K=K, a=va, a_stride=sa, b=vb, b_stride=sb, bias=None, c=cv,
-          algo=algo)
+          accumulate=int(accumulate), c_float=int(c_float), algo=algo)
     return c
 
 
@@ -1841,11 +1848,12 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
     writing the gradient over it ('mean': scaled by the batch's count of valid
     targets; row_scale: then scaled per row by cross_entropy_backward) and each
     row's loss in float32 (float64 for float64), summed at
-    the end; linear_backward into grad_hidden's rows and into grad_weight (the
-    chunks after the first through a [V, H] scratch, added in the weight's
-    dtype, or with accum_dtype="float32" into a float32 array rounded once at
-    the end) and grad_bias (added in float32). Those additions and casts are the
-    array library's, on its current stream, where the kernels run too."""
+    the end; linear_backward into grad_hidden's rows and grad_bias (added in
+    float32); matmul into grad_weight, the first chunk writing it and the others
+    adding (accumulate), in the weight's dtype or, with accum_dtype="float32",
+    into a float32 array (c_float) rounded once at the end. Those additions and
+    casts are the array library's, on its current stream, where the kernels run
+    too."""
     op = "fused_linear_cross_entropy"
     v = _check(op, {"hidden": hidden, "weight": weight, "bias": bias, "row_scale": row_scale, "ce_weight": ce_weight})
     h, w = v["hidden"], v["weight"]
@@ -1883,7 +1891,8 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         if bad.size:
             raise CapiError(f"tinycuda.capi.{op}: target {tv[bad[0]]} at row {bad[0]} is out of range [0, {nc})",
                             lib().TC_ERR_INVALID_ARGUMENT)
-    chunk = min(chunk_size or lib().tc_fused_linear_cross_entropy_chunk(n, hd, nc), max(n, 1))
+    accum_bytes = 0 if not compute_grad else 4 if widen else h.itemsize
+    chunk = min(chunk_size or lib().tc_fused_linear_cross_entropy_chunk(n, hd, nc, accum_bytes), max(n, 1))
     acc, mean = _acc(h), red == lib().TC_REDUCTION_MEAN
     row_loss, buffer, n_valid = _empty(op, h, (n,), acc), _empty(op, h, (chunk, nc)), None
     if mean:  # in hidden's array type, whatever target's
@@ -1905,10 +1914,10 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
         z_sum = _empty(op, h, (), acc)
         z_sum[...] = 0
     if compute_grad:
-        # widen: grad_weight is the float32 accumulator until the end
+        # widen: grad_weight is the float32 accumulator until the end; the first chunk writes it, the rest add
         grad_hidden, grad_weight = _empty(op, h, h.shape), _empty(op, h, w.shape, accum if widen else None)
-        grad_bias, grad_weight_c = None if bias is None else _empty(op, h, (nc,), acc), None
-        for a in (grad_bias, grad_weight if n == 0 or widen else None):
+        grad_bias = None if bias is None else _empty(op, h, (nc,), acc)
+        for a in (grad_bias, grad_weight if n == 0 else None):
             if a is not None:
                 a[...] = 0
     for s in range(0, n, chunk):
@@ -1926,12 +1935,9 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
             continue
         if row_scale is not None:
             cross_entropy_backward(logits, row_scale[s:s + chunk])
-        if (s or widen) and grad_weight_c is None:
-            grad_weight_c = _empty(op, h, w.shape)
-        gb = linear_backward(logits, hc, weight, (True, True, bias is not None), grad_x=grad_hidden[s:s + chunk],
-                             grad_weight=grad_weight_c if s or widen else grad_weight)[2]
-        if s or widen:
-            grad_weight += grad_weight_c
+        gb = linear_backward(logits, hc, weight, (True, False, bias is not None), grad_x=grad_hidden[s:s + chunk])[2]
+        # grad_weight (+)= logits.T @ hc, unrounded into a float32 accumulator (c_float) when widened
+        matmul(logits, hc, transpose_a=True, out=grad_weight, accumulate=s > 0, c_float=widen)
         if bias is not None:
             grad_bias += gb
     total = __getattr__("sum")  # capi.sum, made on first use (not the builtin)
@@ -2210,6 +2216,60 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
           **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv
+
+
+def _qkv(op, v):
+    """The attention params' sizes, q's, k's and v's addresses and their (batch, row, head) strides as slices of a
+    C-contiguous qkv [B, S, 3, H, D] (view v)."""
+    if len(v.shape) != 5 or v.shape[2] != 3:
+        raise ValueError(f"tinycuda.capi.{op}: qkv must be 5-D [batch, seqlen, 3, heads, head_dim], got shape "
+                         f"{v.shape}")
+    b, s, _, h, d = v.shape
+    if d == 0:
+        raise ValueError(f"tinycuda.capi.{op}: head_dim must be > 0")
+    dims = dict(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim=d)
+    return dims, [v.ptr + i * h * d * v.itemsize for i in range(3)], [s * 3 * h * d, 3 * h * d, d]
+
+
+def flash_attention_qkvpacked(qkv, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0,
+                              top_left=False, *, algo=0, out=None, lse=None, stream=None):
+    """(out, lse): flash_attention of qkv [B, S, 3, H, D]'s slices (q, k, v along dim 2), read in place; out
+    [B, S, H, D], lse [B, H, S]."""
+    op = "flash_attention_qkvpacked"
+    v = _check(op, {"qkv": qkv})["qkv"]
+    dims, (q, k, v_), st = _qkv(op, v)
+    shape = (dims["batch"], dims["seqlen_q"], dims["heads_q"], dims["head_dim"])
+    o, ov = _array(op, "out", out, v, shape)
+    l, lv = _array(op, "lse", lse, v, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(v))
+    _call(op, v, stream, entry="flash_attention", **dims, q=q, q_stride=st, k=k, k_stride=st, v=v_, v_stride=st,
+          o=ov, o_stride=_rows_strides(shape), lse=lv, algo=algo,
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+    return o, l
+
+
+def flash_attention_qkvpacked_backward(grad_out, qkv, out, lse, causal, scale, window_left, window_right, softcap,
+                                       top_left, *, algo=0, grad_qkv=None, stream=None):
+    """grad_qkv [B, S, 3, H, D] of flash_attention_qkvpacked from its out and lse: the three gradients in one
+    array like qkv."""
+    op = "flash_attention_qkvpacked_backward"
+    named = _check(op, {"grad_out": grad_out, "qkv": qkv, "out": out})
+    v = named["qkv"]
+    dims, (q, k, v_), st = _qkv(op, v)
+    shape = (dims["batch"], dims["seqlen_q"], dims["heads_q"], dims["head_dim"])
+    for name in ("grad_out", "out"):
+        if tuple(named[name].shape) != shape:
+            raise ValueError(f"tinycuda.capi.{op}: {name} must have shape {shape}, got {named[name].shape}")
+    if lse is None or lse is True:
+        raise ValueError(f"tinycuda.capi.{op}: lse must be an array: flash_attention_qkvpacked's second output")
+    _, lv = _array(op, "lse", lse, v, (dims["batch"], dims["heads_q"], dims["seqlen_q"]), dtype=_acc(v))
+    g, gv = _array(op, "grad_qkv", grad_qkv, v, v.shape)
+    _, (gq, gk, gvv), _ = _qkv(op, gv)
+    rs = _rows_strides(shape)
+    _call(op, v, stream, entry="flash_attention_backward", **dims, q=q, q_stride=st, k=k, k_stride=st, v=v_,
+          v_stride=st, o=named["out"], o_stride=rs, lse=lv, grad_o=named["grad_out"], grad_o_stride=rs, grad_q=gq,
+          grad_q_stride=st, grad_k=gk, grad_k_stride=st, grad_v=gvv, grad_v_stride=st, algo=algo,
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+    return g
 
 
 # ---------------------------------------------------------------------------

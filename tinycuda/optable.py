@@ -2616,6 +2616,42 @@ def _sdpa_samples(device, dtype):
     yield Sample("1-1-1-5-3-8-scale", qkv(1, 1, 1, 5, 3, 8), {"scale": 0.7})
 
 
+# qkv [B, S, 3, H, D] (batch, seqlen, heads, head_dim, options): a projection's output viewed, a strided one
+# (rows wider than 3 H D: a slice of a larger buffer), and the options; the last three small for gradcheck.
+QKVPACKED_CASES = [(2, 17, 2, 16, {}, "contig"), (1, 33, 3, 32, {"causal": True}, "contig"),
+                   (2, 40, 2, 64, {"window": (8, 4)}, "rows"), (1, 29, 2, 40, {"causal": True, "softcap": 1.5}, "rows"),
+                   (1, 9, 1, 8, {"scale": 0.3}, "contig"), (1, 4, 1, 8, {"causal": True}, "contig"),
+                   (2, 3, 2, 4, {}, "contig"), (1, 5, 2, 4, {"window": (1, 1)}, "contig")]
+
+
+def _qkvpacked_samples(device, dtype):
+    for b, s, h, d, kw, layout in QKVPACKED_CASES:
+        if layout == "rows":  # each token's 3 H D values at the start of a row of 3 H D + 8
+            qkv = randn((b, s, 3 * h * d + 8), device, dtype)[..., :3 * h * d].unflatten(-1, (3, h, d))
+        else:
+            qkv = randn((b, s, 3 * h * d), device, dtype).view(b, s, 3, h, d)
+        yield Sample(f"{b}-{s}-{h}-{d}-{layout}" + "".join(f"-{k}{v}" for k, v in kw.items()), (qkv,), kw)
+
+
+def _qkvpacked_ref(qkv, **kw):
+    return _attention_ref(*qkv.unbind(2), **kw)
+
+
+def _qkvpacked_errors():
+    f, name = ops.flash_attention_qkvpacked, "tinycuda::flash_attention_qkvpacked"
+    qkv = torch.randn(1, 5, 3, 2, 8)
+    return [
+        ErrorCase(rf"{name}: qkv must be 5-D \[batch, seqlen, 3, heads, head_dim\], got shape \[1, 5, 2, 2, 8\]", f,
+                  (qkv[:, :, :2],)),
+        ErrorCase(rf"{name}: qkv must be 5-D \[batch, seqlen, 3, heads, head_dim\], got shape \[5, 3, 2, 8\]", f,
+                  (qkv[0],)),
+        ErrorCase(rf"{name}: qkv must be float32.*got Long", f, (qkv.long(),)),
+        ErrorCase(rf"{name}: head_dim must be > 0", f, (qkv[..., :0],)),
+        # the core's check, which names the core's op after the torch op
+        ErrorCase(rf"{name}: (flash_attention: )?softcap must be >= 0 and finite, got -1", f, (qkv,), {"softcap": -1.0}),
+    ]
+
+
 def _flash_attention_errors():
     f, name = ops.flash_attention, "tinycuda::flash_attention"
     q, k = torch.randn(1, 5, 4, 8), torch.randn(1, 6, 2, 8)
@@ -3375,6 +3411,9 @@ OPS = [
                        fp32_tol=1e-3,
                        ref=_sdpa_bshd(),
                        variants={f"eager[{b.lower()}]": _sdpa_bshd(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
+    # the GPT's form: one tensor in, one gradient out (no stack of q, k, v's gradients)
+    OpInfo("flash_attention_qkvpacked", ops.flash_attention_qkvpacked, _qkvpacked_ref, _qkvpacked_samples, rtol=1e-4,
+           atol=1e-4, grad_atol=5e-4, errors=_qkvpacked_errors),
     # benched causal (is_causal=True, [B, H, S, D]); flash_attention's bench is the unmasked case
     OpInfo("scaled_dot_product_attention", ops.scaled_dot_product_attention, F.scaled_dot_product_attention,
            _sdpa_samples, rtol=1e-4, atol=1e-4, grad_atol=5e-4, errors=_sdpa_errors,

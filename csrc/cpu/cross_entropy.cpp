@@ -18,10 +18,11 @@ size_t tc_cross_entropy_workspace_size(const tc_cross_entropy_params* p) {
   return p ? ce::workspace_bytes(*p) : 0;
 }
 
-int64_t tc_fused_linear_cross_entropy_chunk(int64_t tokens, int64_t hidden, int64_t classes) {
+int64_t tc_fused_linear_cross_entropy_chunk(int64_t tokens, int64_t hidden, int64_t classes,
+                                            int64_t accum_bytes) {
   const int64_t h = hidden > 0 ? hidden : 1, factor = (classes + h - 1) / h;
   const int64_t want = factor > 0 ? (tokens + factor - 1) / factor : tokens;
-  int64_t chunk = 512;
+  int64_t chunk = accum_bytes >= 4 ? 1024 : 512;
   while (chunk < want) chunk *= 2;
   return chunk < tokens ? chunk : (tokens > 1 ? tokens : 1);
 }

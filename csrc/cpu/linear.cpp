@@ -13,26 +13,30 @@ tc_status tc_linear_cpu(const tc_linear_params* p) {
   return matmul_cpu("linear", &mm);
 }
 
-// The CUDA path's bias-gradient partials; the CPU needs none.
+// The CUDA path's scratch: the products' split-K partials and the bias
+// gradient's, one after another on the stream, so the largest of them; the
+// CPU needs none.
 size_t tc_linear_backward_workspace_size(const tc_linear_backward_params* p) {
-  if (!p || !p->grad_bias) return 0;
-  const tc_reduce_params s = linear_bias_grad(p);
-  return tc_reduce_workspace_size(&s);
+  if (!p) return 0;
+  size_t bytes = 0;
+  if (p->grad_x) bytes = std::max(bytes, matmul_workspace_bytes(linear_grad_x(p)));
+  if (p->grad_weight) bytes = std::max(bytes, matmul_workspace_bytes(linear_grad_weight(p)));
+  if (p->grad_bias) {
+    const tc_reduce_params s = linear_bias_grad(p);
+    bytes = std::max(bytes, tc_reduce_workspace_size(&s));
+  }
+  return bytes;
 }
 
 tc_status tc_linear_backward_cpu(const tc_linear_backward_params* p) {
   const char* op = "linear_backward";
   TC_RETURN_IF_ERROR(linear_backward_check(p));
   if (p->grad_x) {
-    const tc_matmul_params mm{.dtype = p->dtype, .batch = 1, .M = p->M, .N = p->K, .K = p->N,
-                              .a = p->grad_y, .a_stride = {0, p->N, 1}, .b = p->weight, .b_stride = {0, p->K, 1},
-                              .c = p->grad_x};
+    const tc_matmul_params mm = linear_grad_x(p);
     TC_RETURN_IF_ERROR(matmul_cpu(op, &mm));
   }
   if (p->grad_weight) {
-    const tc_matmul_params mm{.dtype = p->dtype, .batch = 1, .M = p->N, .N = p->K, .K = p->M,
-                              .a = p->grad_y, .a_stride = {0, 1, p->N}, .b = p->x, .b_stride = {0, p->K, 1},
-                              .c = p->grad_weight};
+    const tc_matmul_params mm = linear_grad_weight(p);
     TC_RETURN_IF_ERROR(matmul_cpu(op, &mm));
   }
   if (p->grad_bias) {

@@ -54,8 +54,10 @@ struct Job {
   int64_t sam, sak;
   const acc_t<T>* bp;  // [panels][K][NR]
   const T* bias;
-  T* C;
-  T* pre;  // or null
+  T* C;       // null with c_float
+  float* Cf;  // c_float's C, else null
+  bool add;   // accumulate: C += P
+  T* pre;     // or null
   int act;
 };
 
@@ -110,11 +112,17 @@ __attribute__((always_inline)) inline void rows_block(const Job<T>& j, Item it, 
     }
   }
   // the epilogue, as the CUDA kernels': P = acc + bias rounded to T, into
-  // pre; act(P) into C
+  // pre; act(P) into C. Accumulating, C + (acc + bias) is rounded once; with
+  // c_float not at all
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t n = n0; n < n1; ++n) {
       const int64_t i = (i0 + r) * N + n;
-      const T P = from_acc<T>(acc[r * width + n - n0] + (j.bias ? to_acc(j.bias[n]) : Acc(0)));
+      const Acc v = acc[r * width + n - n0] + (j.bias ? to_acc(j.bias[n]) : Acc(0));
+      if (j.Cf) {
+        j.Cf[i] = j.add ? j.Cf[i] + float(v) : float(v);
+        continue;
+      }
+      const T P = from_acc<T>(j.add ? to_acc(j.C[i]) + v : v);
       if (j.pre) j.pre[i] = P;
       j.C[i] = j.act == TC_ACT_NONE ? P : from_acc<T>(activate(j.act, to_acc(P)));
     }
@@ -226,7 +234,9 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
     using T = decltype(tag);
     const T* a = static_cast<const T*>(p->a);
     const T* b = static_cast<const T*>(p->b);
-    T* c = static_cast<T*>(p->c);
+    // c_float: float32 C for 16-bit operands (matmul_check allows nothing else)
+    T* c = p->c_float ? nullptr : static_cast<T*>(p->c);
+    float* cf = p->c_float ? static_cast<float*>(p->c) : nullptr;
     const Split sp(p->M, p->N, p->K);
     const int64_t packed = (p->N + NR - 1) / NR * NR * p->K;
     std::vector<acc_t<T>> once;
@@ -241,7 +251,8 @@ tc_status matmul_cpu(const char* op, const tc_matmul_params* p0) {
       if (z == 0 || p->b_stride[0] != 0)
         pack_b(p->N, p->K, b + z * p->b_stride[0], p->b_stride[1], p->b_stride[2], bp);
       gemm<T>({p->M, p->N, p->K, a + z * p->a_stride[0], p->a_stride[1], p->a_stride[2], bp,
-               static_cast<const T*>(p->bias), c + z * p->M * p->N,
+               static_cast<const T*>(p->bias), c ? c + z * p->M * p->N : nullptr,
+               cf ? cf + z * p->M * p->N : nullptr, p->accumulate != 0,
                p->pre ? static_cast<T*>(p->pre) + z * p->M * p->N : nullptr, p->activation},
               sp, bp + packed);
     }

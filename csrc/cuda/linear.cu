@@ -28,15 +28,11 @@ tc_status tc_linear_backward_cuda(const tc_linear_backward_params* p) {
   const char* op = "linear_backward";
   TC_RETURN_IF_ERROR(linear_backward_check(p));
   if (p->grad_x) {
-    const tc_matmul_params mm{.dtype = p->dtype, .batch = 1, .M = p->M, .N = p->K, .K = p->N,
-                              .a = p->grad_y, .a_stride = {0, p->N, 1}, .b = p->weight, .b_stride = {0, p->K, 1},
-                              .c = p->grad_x, .algo = p->algo, .stream = p->stream};
+    const tc_matmul_params mm = linear_grad_x(p);
     TC_RETURN_IF_ERROR(matmul_cuda(op, &mm));
   }
-  if (p->grad_weight) {
-    const tc_matmul_params mm{.dtype = p->dtype, .batch = 1, .M = p->N, .N = p->K, .K = p->M,
-                              .a = p->grad_y, .a_stride = {0, 1, p->N}, .b = p->x, .b_stride = {0, p->K, 1},
-                              .c = p->grad_weight, .algo = p->algo, .stream = p->stream};
+  if (p->grad_weight) {  // K = M tokens: few tiles of a long K split it (matmul_core.h)
+    const tc_matmul_params mm = linear_grad_weight(p);
     TC_RETURN_IF_ERROR(matmul_cuda(op, &mm));
   }
   if (p->grad_bias) {

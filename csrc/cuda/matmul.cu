@@ -3,7 +3,9 @@
 //
 //   C[z, M, N] = A[z, M, K] @ B[z, K, N] (+ bias[N]),
 //     A(z, m, k) = A[z*sab + m*sam + k*sak],  B(z, k, n) = B[z*sbb + k*sbk + n*sbn],
-//   C contiguous. Accumulation in float (double for double). Any strides: a
+//   C contiguous. Accumulation in float (double for double); with
+//   accumulate C += P, and with c_float C is float32 for 16-bit operands
+//   (Out below: every kernel's epilogue stores through it). Any strides: a
 //   transposed operand is a stride swap and a broadcast one a batch stride of
 //   0, so no operand is copied. The batch index is the grid's last dimension
 //   (chunks of 65535 batches per launch).
@@ -60,6 +62,24 @@ __device__ __forceinline__ TileOrigin grouped_tile(int64_t id, int64_t M, int64_
   return {(first_m + id % width % rows) * bm, id % width / rows * bn};
 }
 
+// Where an epilogue stores output i, P = the accumulator (+ bias): C in T, or
+// in float32 (cf, c_float), and with add onto the value there, one rounding.
+// Kernels take it by value; `add` and `cf` are uniform, so the branches cost
+// nothing measurable next to a tile's K loop.
+template <class T>
+struct Out {
+  T* c;
+  float* cf;
+  bool add;
+  __host__ __device__ Out at(int64_t offset) const { return {c ? c + offset : c, cf ? cf + offset : cf, add}; }
+  // the plain store (T, no add): where the fast epilogues keep their own vector stores
+  __host__ __device__ bool plain() const { return !cf && !add; }
+  __device__ __forceinline__ void put(int64_t i, acc_t<T> v) const {
+    if (cf) cf[i] = add ? cf[i] + float(v) : float(v);
+    else c[i] = from_acc<T>(add ? to_acc(c[i]) + v : v);
+  }
+};
+
 // One problem as the launchers see it: typed pointers, strides in elements.
 template <class T>
 struct Gemm {
@@ -69,7 +89,9 @@ struct Gemm {
   const T* B;
   int64_t sbb, sbk, sbn;
   const T* bias;
-  T* C;
+  T* C;    // null with c_float
+  float* Cf;  // c_float's C, else null
+  bool add;   // accumulate
   T* pre;  // P, laid out as C, or null
   int act;
 
@@ -77,12 +99,17 @@ struct Gemm {
     return {p->batch, p->M, p->N, p->K,
             static_cast<const T*>(p->a), p->a_stride[0], p->a_stride[1], p->a_stride[2],
             static_cast<const T*>(p->b), p->b_stride[0], p->b_stride[1], p->b_stride[2],
-            static_cast<const T*>(p->bias), static_cast<T*>(p->c), static_cast<T*>(p->pre), p->activation};
+            static_cast<const T*>(p->bias), p->c_float ? nullptr : static_cast<T*>(p->c),
+            p->c_float ? static_cast<float*>(p->c) : nullptr, p->accumulate != 0, static_cast<T*>(p->pre),
+            p->activation};
   }
+  Out<T> out() const { return {C, Cf, add}; }
   // batches [z0, z0 + n)
   Gemm slice(int64_t z0, int64_t n) const {
     Gemm g = *this;
-    g.batch = n, g.A += z0 * sab, g.B += z0 * sbb, g.C += z0 * M * N;
+    g.batch = n, g.A += z0 * sab, g.B += z0 * sbb;
+    if (C) g.C += z0 * M * N;
+    if (Cf) g.Cf += z0 * M * N;
     if (pre) g.pre += z0 * M * N;
     return g;
   }
@@ -102,15 +129,15 @@ struct Gemm {
 template <class T>
 __global__ void gemm_naive_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab,
                                   int64_t sam, int64_t sak, const T* __restrict__ B, int64_t sbb,
-                                  int64_t sbk, int64_t sbn, const T* __restrict__ bias, T* __restrict__ C) {
+                                  int64_t sbk, int64_t sbn, const T* __restrict__ bias, Out<T> C) {
   using Acc = acc_t<T>;
-  A += blockIdx.z * sab, B += blockIdx.z * sbb, C += blockIdx.z * M * N;
+  A += blockIdx.z * sab, B += blockIdx.z * sbb, C = C.at(blockIdx.z * M * N);
   const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t m = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
   if (m >= M || n >= N) return;
   Acc acc = bias ? to_acc(bias[n]) : Acc(0);
   for (int64_t k = 0; k < K; ++k) acc += to_acc(A[m * sam + k * sak]) * to_acc(B[k * sbk + n * sbn]);
-  C[m * N + n] = from_acc<T>(acc);
+  C.put(m * N + n, acc);
 }
 
 // ---------------------------------------------------------------------------
@@ -122,9 +149,9 @@ template <class T>
 __global__ void __launch_bounds__(kTile * kTile)
 gemm_tiled_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab, int64_t sam,
                   int64_t sak, const T* __restrict__ B, int64_t sbb, int64_t sbk, int64_t sbn,
-                  const T* __restrict__ bias, T* __restrict__ C) {
+                  const T* __restrict__ bias, Out<T> C) {
   using Acc = acc_t<T>;
-  A += blockIdx.z * sab, B += blockIdx.z * sbb, C += blockIdx.z * M * N;
+  A += blockIdx.z * sab, B += blockIdx.z * sbb, C = C.at(blockIdx.z * M * N);
   __shared__ Acc As[kTile][kTile + 1], Bs[kTile][kTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t m0 = blockIdx.y * int64_t(kTile), n0 = blockIdx.x * int64_t(kTile);
@@ -141,7 +168,7 @@ gemm_tiled_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int6
     __syncthreads();
   }
   const int64_t m = m0 + ty, n = n0 + tx;
-  if (m < M && n < N) C[m * N + n] = from_acc<T>(acc + (bias ? to_acc(bias[n]) : Acc(0)));
+  if (m < M && n < N) C.put(m * N + n, acc + (bias ? to_acc(bias[n]) : Acc(0)));
 }
 
 // ---------------------------------------------------------------------------
@@ -262,9 +289,9 @@ template <class T, Walk WA, Walk WB>
 __global__ void __launch_bounds__(kThreads, sizeof(acc_t<T>) == 4 ? 2 : 1)
 gemm_regtile_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab, int64_t sam,
                     int64_t sak, const T* __restrict__ B, int64_t sbb, int64_t sbk, int64_t sbn,
-                    const T* __restrict__ bias, T* __restrict__ C) {
+                    const T* __restrict__ bias, Out<T> C) {
   using Acc = acc_t<T>;
-  A += blockIdx.z * sab, B += blockIdx.z * sbb, C += blockIdx.z * M * N;
+  A += blockIdx.z * sab, B += blockIdx.z * sbb;  // C's batch offset waits for the epilogue (registers)
   __shared__ __align__(16) Acc As[2][BK][BM + kPad];
   __shared__ __align__(16) Acc Bs[2][BK][BN + kPad];
   const int tid = threadIdx.x;
@@ -305,6 +332,7 @@ gemm_regtile_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, in
     buf ^= 1;
   }
 
+  const Out<T> out = C.at(blockIdx.z * M * N);
   Acc bn[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -318,7 +346,7 @@ gemm_regtile_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, in
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t n = n0 + tx * 4 + (j & 3) + (j >> 2) * 64;
-      if (n < N) C[m * N + n] = from_acc<T>(acc[i][j] + bn[j]);
+      if (n < N) out.put(m * N + n, acc[i][j] + bn[j]);
     }
   }
 }
@@ -404,8 +432,8 @@ template <class T, bool kAK, bool kBK, bool kAsync>
 __global__ void __launch_bounds__(kThreads, 2)
 gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_t sab, int64_t sam,
                 int64_t sak, const T* __restrict__ B, int64_t sbb, int64_t sbk, int64_t sbn,
-                const T* __restrict__ bias, T* __restrict__ C) {
-  A += blockIdx.y * sab, B += blockIdx.y * sbb, C += blockIdx.y * M * N;
+                const T* __restrict__ bias, Out<T> out) {
+  A += blockIdx.y * sab, B += blockIdx.y * sbb;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);  // stage s: A tile at 2s, B tile at 2s + 1
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -453,9 +481,12 @@ gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_
 
   // epilogue: d0,d1 at (g, 2q..2q+1), d2,d3 at (g+8, ...) of each 16x8 tile;
   // a pair is one 4-byte store when both columns are inside, N is even and C
-  // 4-byte aligned (a capi out= may start at an odd element)
+  // 4-byte aligned (a capi out= may start at an odd element); accumulating or
+  // float32 outputs go element by element through out.put
+  out = out.at(blockIdx.y * M * N);
+  T* C = out.c;
   const int g = lane / 4, q = lane % 4;
-  const bool paired = N % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 4 == 0;
+  const bool paired = out.plain() && N % 2 == 0 && reinterpret_cast<uintptr_t>(C) % 4 == 0;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int64_t n = n0 + wn + nt * 8 + 2 * q;
@@ -466,14 +497,12 @@ gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_
       for (int h = 0; h < 2; ++h) {
         const int64_t m = m0 + wm + mt * 16 + g + h * 8;
         if (m >= M || n >= N) continue;
-        T* c = C + m * N + n;
-        const T v0 = from_acc<T>(acc[mt][nt][2 * h] + b0);
         if (n + 1 < N && paired) {
-          T pair[2] = {v0, from_acc<T>(acc[mt][nt][2 * h + 1] + b1)};
-          *reinterpret_cast<uint32_t*>(c) = *reinterpret_cast<const uint32_t*>(pair);
+          T pair[2] = {from_acc<T>(acc[mt][nt][2 * h] + b0), from_acc<T>(acc[mt][nt][2 * h + 1] + b1)};
+          *reinterpret_cast<uint32_t*>(C + m * N + n) = *reinterpret_cast<const uint32_t*>(pair);
         } else {
-          c[0] = v0;
-          if (n + 1 < N) c[1] = from_acc<T>(acc[mt][nt][2 * h + 1] + b1);
+          out.put(m * N + n, acc[mt][nt][2 * h] + b0);
+          if (n + 1 < N) out.put(m * N + n + 1, acc[mt][nt][2 * h + 1] + b1);
         }
       }
   }
@@ -499,7 +528,7 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
   const Layout la = layout(g.A, g.M, g.K, g.sam, g.sak, g.sab), lb = layout(g.B, g.N, g.K, g.sbn, g.sbk, g.sbb);
   const bool async = la.async && lb.async;
   using Kernel = void (*)(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, const T*, int64_t,
-                          int64_t, int64_t, const T*, T*);
+                          int64_t, int64_t, const T*, Out<T>);
   // [A k-major][B k-major][async]
   static constexpr Kernel kernels[2][2][2] = {
       {{gemm_mma_kernel<T, false, false, false>, gemm_mma_kernel<T, false, false, true>},
@@ -512,7 +541,7 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set[2][2][2];
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set[la.k_major][lb.k_major][async]));
   kernel<<<dim3(unsigned(blocks), unsigned(g.batch)), kThreads, kSmemBytes, stream>>>(
-      g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb, g.sbk, g.sbn, g.bias, g.C);
+      g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb, g.sbk, g.sbn, g.bias, g.out());
   return TC_OK;
 }
 }  // namespace mma
@@ -624,6 +653,41 @@ __device__ __forceinline__ void store_tile(const float (&d)[128], T* staged, int
   }
 }
 
+// The same outputs straight from the fragments, for an accumulating or float32
+// C (Out::put): no staging, as an add must read C first anyway. For float32 a
+// warp's store covers 8 rows x 32 contiguous bytes, whole sectors; a 16-bit
+// accumulate writes half-sectors (the staged path's reason), but that layout
+// is not on a hot path (fused_linear_cross_entropy accumulates in float32).
+template <class T>
+__device__ __forceinline__ void store_fragments(const float (&d)[128], int64_t m0, int64_t n0, int64_t M,
+                                                int64_t N, const T* bias, const Out<T>& out, int tid) {
+  const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int64_t n = n0 + 8 * j + 2 * q;
+    if (n >= N) continue;
+    const float b0 = bias ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = m0 + 16 * w + g + 8 * h;
+      if (m >= M) continue;
+      out.put(m * N + n, d[4 * j + 2 * h] + b0);
+      if (n + 1 < N) out.put(m * N + n + 1, d[4 * j + 2 * h + 1] + b1);
+    }
+  }
+}
+
+// The k-tiles [t0, t1) a tile of batch z multiplies, and the batch its
+// operands are read from: all of K in batch z, or with kslice the z-th slice
+// of K in batch 0.
+struct KRange {
+  int t0, t1, zc;
+};
+__device__ __forceinline__ KRange k_range(int z, int kslice, int tiles_k) {
+  if (kslice == 0) return {0, tiles_k, z};
+  return {z * kslice, min(tiles_k, (z + 1) * kslice), 0};
+}
+
 // The output tile a persistent block's `tile` is: batch z, then grouped_tile
 // within it (every block walks tiles blockIdx.x, + gridDim.x, ...).
 struct TileAt {
@@ -636,11 +700,14 @@ __device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_
 }
 
 // kTA: A is m-major (unit stride along m); kTB: B is n-major.
+// kslice > 0 splits K (matmul_core.h): `batch` counts K's slices of kslice
+// k-tiles each (the last one shorter) over one batch of A and B, and slice z
+// writes its partials at z*M*N, the way batch z would.
 template <class T, bool kTA, bool kTB>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                  int64_t M, int64_t N, int64_t K, int64_t batch, const T* __restrict__ bias, T* pre, int act,
-                  T* __restrict__ C) {
+                  int64_t M, int64_t N, int64_t K, int64_t batch, int kslice, const T* __restrict__ bias, T* pre,
+                  int act, Out<T> out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
@@ -666,12 +733,13 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       uint32_t it = 0;
       for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const TileAt at = tile_at(tile, tiles_mn, M, N);
-        for (int t = 0; t < tiles_k; ++t, ++it) {
+        const KRange kr = k_range(at.z, kslice, tiles_k);
+        for (int t = kr.t0; t < kr.t1; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(&empty[s], (it / kStages - 1) & 1);
           mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
-          load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, at.m0, at.z, &full[s]);
-          load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, at.n0, at.z, &full[s]);
+          load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, at.m0, kr.zc, &full[s]);
+          load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, at.n0, kr.zc, &full[s]);
         }
       }
     }
@@ -690,7 +758,8 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // Tile t's wgmmas are issued while tile t-1's may still run (wait<1>), so
     // the tensor cores do not drain between k-tiles; a stage goes back to the
     // producer once the group that read it has completed.
-    for (int t = 0; t < tiles_k; ++t, ++it) {
+    const KRange kr = k_range(at.z, kslice, tiles_k);
+    for (int t = kr.t0; t < kr.t1; ++t, ++it) {
       const int s = it % kStages;
       mbar_wait(&full[s], (it / kStages) & 1);
       wgmma_pin(d);
@@ -703,14 +772,18 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       wgmma_commit();
       wgmma_wait<1>();
       wgmma_pin(d);
-      if (t > 0 && tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      if (t > kr.t0 && tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     }
     wgmma_wait<0>();
     wgmma_pin(d);
     if (tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     // The producer is already loading the next tile while this one is stored.
     const int64_t z_off = at.z * M * N;
-    store_tile(d, staged, at.m0 + c * 64, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, C + z_off, c, tid);
+    if (out.plain())
+      store_tile(d, staged, at.m0 + c * 64, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, out.c + z_off, c,
+                 tid);
+    else
+      store_fragments(d, at.m0 + c * 64, at.n0, M, N, bias, out.at(z_off), tid);
   }
 #endif
 }
@@ -760,22 +833,24 @@ inline int sm_count(int dev) {
 // A persistent grid: one block per multiprocessor (fewer for fewer tiles),
 // each walking its tiles. The shared-memory attribute is set once per device.
 template <class T, bool kTA, bool kTB>
-tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g,
-              cudaStream_t stream) {
+tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g, int kslice,
+              int64_t batch, cudaStream_t stream) {
   auto kernel = gemm_wgmma_kernel<T, kTA, kTB>;
   static std::atomic<uint64_t> smem_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
-  const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * g.batch;
+  const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
-  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, g.batch, g.bias, g.pre, g.act,
-                                                                  g.C);
+  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, batch, kslice, g.bias, g.pre,
+                                                                  g.act, g.out());
   return TC_OK;
 }
 
 // Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
-// device or problem cannot run it (the caller then runs mma).
+// device or problem cannot run it (the caller then runs mma). With kslice,
+// g (one batch) is multiplied as `slices` slices of K (split-K's partials).
 template <class T>
-tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran) {
+tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran, int kslice = 0,
+                 int64_t slices = 1) {
   *ran = false;
   // TMA coordinates are 32-bit, and a 0-wide box does not encode
   int dev = 0;
@@ -790,9 +865,10 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ra
     return TC_OK;
   *ran = true;
   const bool a_mn = ma == Major::kMN, b_mn = mb == Major::kMN;
-  if (!a_mn)
-    return b_mn ? run<T, false, true>(op, dev, ta, tb, g, stream) : run<T, false, false>(op, dev, ta, tb, g, stream);
-  return b_mn ? run<T, true, true>(op, dev, ta, tb, g, stream) : run<T, true, false>(op, dev, ta, tb, g, stream);
+  const int64_t batch = kslice ? slices : g.batch;
+  auto go = [&](auto kernel_run) { return kernel_run(op, dev, ta, tb, g, kslice, batch, stream); };
+  if (!a_mn) return b_mn ? go(run<T, false, true>) : go(run<T, false, false>);
+  return b_mn ? go(run<T, true, true>) : go(run<T, true, false>);
 }
 }  // namespace wg
 
@@ -878,20 +954,40 @@ tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T
 template <class T>
 tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& g, cudaStream_t stream, bool* fused);
 
-// The regtile kernel over K's slices as a batch (slice z reads A and B from
-// k = z*chunk on and writes W[z]: the partials are the output type, so float
-// and double only), the last, shorter slice on its own, then the sum.
+// K's slices, each writing float (double) partials W[z] for the slice from
+// k = z*chunk on, then their sum. 16-bit operands: the wgmma kernel, every
+// slice in one persistent launch (k offsets in the kernel; the operands' own
+// 2-D tensor maps), into a float32 C (c_float). Otherwise the slices as a
+// batch of one kernel (A and B advanced by chunk along k per batch): regtile
+// for float and double, whose output type the partials are, mma for 16-bit
+// where wgmma cannot run; the last, shorter slice on its own.
 template <class T>
-tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, T* W, cudaStream_t stream) {
+tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T>* W, cudaStream_t stream) {
   const int64_t full = g.K / plan.chunk, rest = g.K - full * plan.chunk, MN = g.M * g.N;
+  constexpr bool kWide = std::is_same_v<T, acc_t<T>>;
+  constexpr tc_gemm_algo kAlgo = kWide ? TC_GEMM_REGTILE : TC_GEMM_MMA;
+  auto into = [](Gemm<T>& s, acc_t<T>* w) {
+    if constexpr (kWide) s.C = w;
+    else s.C = nullptr, s.Cf = w;
+  };
   Gemm<T> s = g;
-  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk, s.bias = nullptr,
-  s.C = W, s.pre = nullptr, s.act = TC_ACT_NONE;
-  bool fused;  // never: regtile
-  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream, &fused));
+  s.bias = nullptr, s.pre = nullptr, s.act = TC_ACT_NONE, s.add = false;
+  into(s, W);
+  if constexpr (!kWide) {
+    bool ran = false;
+    TC_RETURN_IF_ERROR(wg::launch<T>(op, s, stream, &ran, int(plan.chunk / wg::BK), plan.splits));
+    if (ran) {
+      sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
+      return TC_OK;
+    }
+  }
+  s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk;
+  bool fused;  // nothing to apply after: no bias, no activation
+  if (full > 0) TC_RETURN_IF_ERROR(launch<T>(op, kAlgo, s, stream, &fused));
   if (rest > 0) {
-    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb, s.C = W + full * MN;
-    TC_RETURN_IF_ERROR(launch<T>(op, TC_GEMM_REGTILE, s, stream, &fused));
+    s.K = rest, s.batch = 1, s.A = g.A + full * s.sab, s.B = g.B + full * s.sbb;
+    into(s, W + full * MN);
+    TC_RETURN_IF_ERROR(launch<T>(op, kAlgo, s, stream, &fused));
   }
   sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
   return TC_OK;
@@ -945,7 +1041,7 @@ tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& full, cudaStr
       dim3 block(16, 16), grid(unsigned((g.N + 15) / 16), unsigned((g.M + 15) / 16), nz);
       TC_REQUIRE((g.M + 15) / 16 <= 65535, "%s: M = %lld too large for the naive variant", op, (long long)g.M);
       gemm_naive_kernel<T><<<grid, block, 0, stream>>>(g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb,
-                                                       g.sbk, g.sbn, g.bias, g.C);
+                                                       g.sbk, g.sbn, g.bias, g.out());
       return TC_OK;
     }
     case TC_GEMM_TILED: {
@@ -953,7 +1049,7 @@ tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& full, cudaStr
       TC_REQUIRE((g.M + kTile - 1) / kTile <= 65535, "%s: M = %lld too large for the tiled variant", op,
                  (long long)g.M);
       gemm_tiled_kernel<T><<<grid, block, 0, stream>>>(g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb,
-                                                       g.sbk, g.sbn, g.bias, g.C);
+                                                       g.sbk, g.sbn, g.bias, g.out());
       return TC_OK;
     }
     case TC_GEMM_WGMMA:
@@ -979,7 +1075,7 @@ tc_status launch(const char* op, tc_gemm_algo algo, const Gemm<T>& full, cudaStr
                      : (wb == Walk::kVecK ? gemm_regtile_kernel<T, Walk::kVecI, Walk::kVecK>
                                           : gemm_regtile_kernel<T, Walk::kVecI, Walk::kVecI>);
       kernel<<<grid, kThreads, 0, stream>>>(g.M, g.N, g.K, g.A, g.sab, g.sam, g.sak, g.B, g.sbb, g.sbk, g.sbn,
-                                            g.bias, g.C);
+                                            g.bias, g.out());
       return TC_OK;
     }
     default:
@@ -1006,12 +1102,11 @@ tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
         TC_RETURN_IF_ERROR(check_launch(op));
         return activation_pass(op, p->dtype, g, p->stream);
       }
-      if constexpr (std::is_same_v<T, Acc>)
-        if (plan.kind == MatmulPlan::kSplitK && have) {
-          TC_RETURN_IF_ERROR(launch_split_k<T>(op, g.unfused(), plan, static_cast<T*>(q.workspace), stream));
-          TC_RETURN_IF_ERROR(check_launch(op));
-          return activation_pass(op, p->dtype, g, p->stream);
-        }
+      if (plan.kind == MatmulPlan::kSplitK && have) {
+        TC_RETURN_IF_ERROR(launch_split_k<T>(op, g.unfused(), plan, static_cast<Acc*>(q.workspace), stream));
+        TC_RETURN_IF_ERROR(check_launch(op));
+        return activation_pass(op, p->dtype, g, p->stream);
+      }
     }
     constexpr int64_t kMaxBatch = 65535;  // the grid's y and z limit
     for (int64_t z0 = 0; z0 < g.batch; z0 += kMaxBatch) {

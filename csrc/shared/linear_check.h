@@ -1,6 +1,7 @@
 // Argument checks (and grad_bias's reduction) shared by the CPU and CUDA entry points of the linear family.
 #pragma once
 #include "internal.h"
+#include "matmul_core.h"
 #include "tinycuda/linear.h"
 #include "tinycuda/reduce.h"
 
@@ -20,6 +21,20 @@ inline tc_status linear_backward_check(const tc_linear_backward_params* p) {
   TC_REQUIRE(!p->grad_weight || p->M * p->K == 0 || p->x, "%s: x is NULL", op);
   TC_REQUIRE(!p->grad_x || p->N * p->K == 0 || p->weight, "%s: weight is NULL", op);
   return TC_OK;
+}
+
+// The backward's two products (linear.cu's table), with the caller's
+// workspace: the products and the bias sum run one after another on the
+// stream, so they share it (the CPU ignores it).
+inline tc_matmul_params linear_grad_x(const tc_linear_backward_params* p) {
+  return {.dtype = p->dtype, .batch = 1, .M = p->M, .N = p->K, .K = p->N, .a = p->grad_y, .a_stride = {0, p->N, 1},
+          .b = p->weight, .b_stride = {0, p->K, 1}, .c = p->grad_x, .workspace = p->workspace,
+          .workspace_bytes = p->workspace_bytes, .algo = p->algo, .stream = p->stream};
+}
+inline tc_matmul_params linear_grad_weight(const tc_linear_backward_params* p) {
+  return {.dtype = p->dtype, .batch = 1, .M = p->N, .N = p->K, .K = p->M, .a = p->grad_y, .a_stride = {0, 1, p->N},
+          .b = p->x, .b_stride = {0, p->K, 1}, .c = p->grad_weight, .workspace = p->workspace,
+          .workspace_bytes = p->workspace_bytes, .algo = p->algo, .stream = p->stream};
 }
 
 // grad_bias: grad_y [M, N] summed over M, by the reduce family

@@ -32,6 +32,12 @@ inline tc_status matmul_check(const char* op, const tc_matmul_params* p) {
   // without an activation P is C: a pre would only be a second copy
   TC_REQUIRE(!p->pre || p->activation != TC_ACT_NONE, "%s: pre is written only with an activation", op);
   TC_REQUIRE(!p->pre || p->pre != p->c, "%s: pre and c must be different buffers", op);
+  TC_REQUIRE(p->accumulate == 0 || p->accumulate == 1, "%s: accumulate must be 0 or 1, got %d", op, p->accumulate);
+  TC_REQUIRE(p->c_float == 0 || p->c_float == 1, "%s: c_float must be 0 or 1, got %d", op, p->c_float);
+  TC_REQUIRE(!p->c_float || p->dtype == TC_FLOAT16 || p->dtype == TC_BFLOAT16,
+             "%s: c_float is for float16 or bfloat16 operands (c has the operands' dtype otherwise)", op);
+  TC_REQUIRE(!(p->accumulate || p->c_float) || p->activation == TC_ACT_NONE,
+             "%s: accumulate and c_float take no activation", op);
   TC_REQUIRE(p->algo >= TC_GEMM_AUTO && p->algo <= TC_GEMM_WGMMA,
              "%s: algo must be 0 (auto), 1 (naive), 2 (tiled), 3 (regtile), 4 (mma) or 5 (wgmma), got %d", op,
              int(p->algo));
@@ -68,6 +74,18 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
 // K = 2^20). K is cut into slices: ~264 blocks in all (2 per SM), slices of
 // at most 8192 (accuracy) and at least 256.
 //
+// Split-K (float16/bfloat16, auto or wgmma): the wgmma kernel's grid is one
+// persistent block per SM, so an output of few 128 x 256 tiles leaves SMs
+// idle however long K is. GPT-2's weight gradients (K = 16384 tokens) have
+// 18 to 72 tiles for 132 SMs; fused_linear_cross_entropy's grad_hidden
+// (1024 x 768, K = 50304) has 24. One launch of the wgmma kernel runs every
+// slice, each writing float32 partials (c_float; mma slice by slice where
+// wgmma cannot run). The count s minimizes an H100 estimate:
+// ceil(tiles s / 132) waves of ceil(K / 64 s) k-steps (~0.6 us each at
+// ~90% of a block's wgmma rate), plus the partials' write and read (8 s M N
+// bytes at ~3 TB/s) and ~3 us for the sum's launch; s <= 16, slices of at
+// least 256.
+//
 // Either way a slice is a multiple of 256 long, and the partial sums
 // (float, double for double) are added in slice order by a second kernel.
 struct MatmulPlan {
@@ -82,7 +100,9 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
     const int64_t chunk = ceil_div(ceil_div(p.K, std::min<int64_t>(splits, 65535)), 256) * 256;
     return std::pair<int64_t, int64_t>{ceil_div(p.K, chunk), chunk};
   };
-  if (p.batch != 1 || p.K <= 0 || p.M <= 0 || p.N <= 0) return {MatmulPlan::kTiles, 1, p.K, 0};
+  // the GEMV and split-K partial sums are written to C by their own kernels, which neither add nor widen
+  if (p.batch != 1 || p.K <= 0 || p.M <= 0 || p.N <= 0 || p.accumulate || p.c_float)
+    return {MatmulPlan::kTiles, 1, p.K, 0};
   const bool gemv_a = p.N == 1 && p.a_stride[2] == 1, gemv_b = p.M == 1 && p.b_stride[1] == 1;
   if (p.algo == TC_GEMM_AUTO && (gemv_a || gemv_b)) {
     const int64_t rows = gemv_a ? p.M : p.N;
@@ -96,6 +116,21 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
     const int64_t want = std::max(ceil_div(264, tiles), ceil_div(p.K, 8192));
     const auto [splits, chunk] = slices(std::max<int64_t>(1, std::min(want, p.K / 256)));
     if (splits > 1) return {MatmulPlan::kSplitK, splits, chunk, 0};
+  }
+  if (!cuda_cores && (p.algo == TC_GEMM_AUTO || p.algo == TC_GEMM_WGMMA)) {
+    const int64_t tiles16 = ceil_div(p.M, 128) * ceil_div(p.N, 256);
+    auto cost_us = [&](int64_t splits, int64_t chunk) {
+      return double(ceil_div(tiles16 * splits, 132) * ceil_div(chunk, 64)) * 0.6 +
+             (splits > 1 ? double(splits) * double(p.M) * double(p.N) * 8 / 3e6 + 3 : 0.0);
+    };
+    MatmulPlan best{MatmulPlan::kTiles, 1, p.K, 0};
+    double best_cost = cost_us(1, p.K);
+    for (int64_t want = 2; want <= 16 && ceil_div(p.K, want) >= 256; ++want) {
+      const auto [splits, chunk] = slices(want);
+      if (const double c = cost_us(splits, chunk); splits > 1 && c < best_cost)
+        best = {MatmulPlan::kSplitK, splits, chunk, 0}, best_cost = c;
+    }
+    return best;
   }
   return {MatmulPlan::kTiles, 1, p.K, 0};
 }

@@ -8,8 +8,9 @@
 //   grad_bias    += grad_c summed over rows              in fp32, rounded once
 // The chunk is tc_fused_linear_cross_entropy_chunk's: Liger's
 // next_pow2(ceil(N / ceil(V / H))) tokens (a buffer of about N * H elements)
-// but at least 512, where the grad_weight product stops being bound by
-// grad_weight's reads and writes (cross_entropy.h): 512 x 128256 bf16 = 125
+// but at least 512 (1024 for a float32 accumulator), where the grad_weight
+// product stops being bound by grad_weight's reads and writes
+// (cross_entropy.h): 512 x 128256 bf16 = 125
 // MiB for N = 8192, H = 4096, V = 128256, and the extra memory is that plus the
 // gradients themselves (grad_weight 1002 MiB, grad_hidden 64 MiB).
 //
@@ -24,10 +25,10 @@
 // fp16/bf16 its error grows with the number of chunks: at 86 chunks it is
 // past 3x the unchunked matmul's in 15 of 20 seeds); float32 keeps one
 // [V, H] fp32 accumulator (2 GiB at V = 128256, H = 4096) and rounds once,
-// as accurate as torch's single matmul at any chunking. On CUDA the chunk's
-// product goes straight into it (cuBLAS with an fp32 output, addmm's
-// out_dtype); the CPU, without that overload, multiplies fp32 copies of the
-// chunk.
+// as accurate as torch's single matmul at any chunking: the chunk's product
+// goes straight into it (the core GEMM's c_float), the first chunk writing it
+// and the others adding (accumulate), so it needs no zero fill.
+// The three products run on tinycuda's GEMM (matmul.h), CPU and CUDA.
 //
 // Reduction 'none' cannot make its gradients in the forward (a per-row
 // grad_loss cannot be applied to grad_weight after the rows were summed into
@@ -46,6 +47,7 @@
 #include <algorithm>
 
 #include "cross_entropy_args.h"
+#include "matmul_args.h"
 
 namespace {
 using namespace tc_torch;
@@ -98,8 +100,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
   const int64_t n = h.size(0), v = w.size(0);
   if (h.is_cpu()) check_target_range(op, t, ignore_index, v);
-  const int64_t chunk = std::min(chunk_size > 0 ? chunk_size : tc_fused_linear_cross_entropy_chunk(n, h.size(1), v),
-                                 std::max<int64_t>(n, 1));
+  const int64_t chunk =
+      std::min(chunk_size > 0 ? chunk_size
+                              : tc_fused_linear_cross_entropy_chunk(n, h.size(1), v,
+                                                                    compute_grad ? c10::elementSize(grad_acc) : 0),
+               std::max<int64_t>(n, 1));
   const auto acc = h.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 
   at::Tensor row_loss = at::empty({n}, h.options().dtype(acc));
@@ -118,7 +123,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   at::Tensor grad_weight = empty_contiguous(compute_grad ? w.sizes() : at::IntArrayRef{0}, w);
   // widen: the accumulator in float32 for a narrower weight (else grad_weight itself)
   const bool widen = compute_grad && grad_acc != wdt;
-  at::Tensor grad_weight_acc = widen ? at::zeros(w.sizes(), w.options().dtype(grad_acc)) : grad_weight;
+  at::Tensor grad_weight_acc = widen ? at::empty(w.sizes(), w.options().dtype(grad_acc)) : grad_weight;
   at::Tensor grad_bias_acc = compute_grad && has_bias ? at::zeros({v}, h.options().dtype(acc)) : at::Tensor();
   if (compute_grad && n == 0) grad_weight.zero_();
 
@@ -133,10 +138,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
     const int64_t len = std::min(chunk, n - s);
     at::Tensor logits = buffer.narrow(0, 0, len);
     const at::Tensor hc = h.narrow(0, s, len);
-    if (has_bias)
-      at::addmm_out(logits, b, hc, w.t());
-    else
-      at::mm_out(logits, hc, w.t());
+    product(op, logits, hc, w.t(), b, false);
     call_with_workspace(
         op, logits, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
         tc_cross_entropy_params{.rows = len, .cols = v, .ignore_index = ignore_index, .reduction = red,
@@ -159,16 +161,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
       call(op, logits, tc_cross_entropy_backward_cpu, tc_cross_entropy_backward_cuda,
            tc_cross_entropy_backward_params{.rows = len, .cols = v, .per_row = 1, .grad_logits = logits.data_ptr(),
                                             .grad_loss = scale.narrow(0, s, len).data_ptr()});
-    at::Tensor gh = grad_hidden.narrow(0, s, len);
-    at::mm_out(gh, logits, w);
-    if (widen && h.is_cuda())
-      at::addmm_out(grad_weight_acc, grad_weight_acc, logits.t(), hc, grad_acc);
-    else if (widen)
-      grad_weight_acc.addmm_(logits.t().to(grad_acc), hc.to(grad_acc));
-    else if (s == 0)
-      at::mm_out(grad_weight, logits.t(), hc);
-    else
-      grad_weight.addmm_(logits.t(), hc);
+    product(op, grad_hidden.narrow(0, s, len), logits, w, at::Tensor(), false);
+    product(op, grad_weight_acc, logits.t(), hc, at::Tensor(), s > 0);
     if (has_bias) grad_bias_acc.add_(logits.sum(0, false, acc));
   }
 
@@ -178,7 +172,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   else if (mean)
     loss = loss.div(weighted ? w_valid : n_valid);
   loss = loss.to(h.scalar_type());
-  if (widen) grad_weight.copy_(grad_weight_acc);
+  if (widen && n > 0) grad_weight.copy_(grad_weight_acc);
   at::Tensor grad_bias = grad_bias_acc.defined() ? grad_bias_acc.to(h.scalar_type())
                                                  : empty_contiguous(at::IntArrayRef{0}, h);
   at::Tensor z_loss = z_rows.defined()  ? z_rows

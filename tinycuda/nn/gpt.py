@@ -82,6 +82,11 @@ class _TorchKernels:
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal)
         return y.transpose(1, 2)
 
+    @classmethod
+    def attention_packed(cls, qkv):
+        """qkv [B, T, 3, H, D] (training: no cache) -> [B, T, H, D], causal."""
+        return cls.attention(*qkv.unbind(2))
+
     @staticmethod
     def loss(h, weight, targets):
         return F.cross_entropy(F.linear(h, weight).float(), targets)
@@ -111,6 +116,10 @@ class _TinycudaKernels:
         # [B, T, H, D] views of the qkv product are read in place; causal is
         # bottom-right aligned (FlashAttention's), so one new query sees the cache
         return self.ops.flash_attention(q, k, v, causal=True)
+
+    def attention_packed(self, qkv):
+        # the gradient comes back as one tensor like qkv: nothing stacks q's, k's and v's
+        return self.ops.flash_attention_qkvpacked(qkv, causal=True)
 
     def loss(self, h, weight, targets):
         # the head's weight gradient summed over the chunks in float32 (under autocast the weight is bf16:
@@ -149,13 +158,15 @@ class Block(torch.nn.Module):
         yet added, or None): each add goes into the LayerNorm after it. Returns (stream, the MLP's output)."""
         B, T, C = x.shape
         h, x = K.add_layer_norm(x, pending, self.ln_1)
-        qkv = K.linear(h, self.attn.c_attn.weight, self.attn.c_attn.bias)
-        q, k, v = qkv.view(B, T, 3, self.n_head, C // self.n_head).unbind(2)
-        if cache is not None:  # [B, context, H, D] each; positions pos.. are new
+        qkv = K.linear(h, self.attn.c_attn.weight, self.attn.c_attn.bias).view(B, T, 3, self.n_head, C // self.n_head)
+        if cache is None:
+            y = K.attention_packed(qkv)
+        else:  # [B, context, H, D] each; positions pos.. are new
+            q, k, v = qkv.unbind(2)
             cache[0][:, pos:pos + T] = k
             cache[1][:, pos:pos + T] = v
-            k, v = cache[0][:, :pos + T], cache[1][:, :pos + T]
-        y = K.attention(q, k, v).reshape(B, T, C)
+            y = K.attention(q, cache[0][:, :pos + T], cache[1][:, :pos + T])
+        y = y.reshape(B, T, C)
         h, x = K.add_layer_norm(x, K.linear(y, self.attn.c_proj.weight, self.attn.c_proj.bias), self.ln_2)
         h = K.linear_gelu(h, self.mlp.c_fc.weight, self.mlp.c_fc.bias)
         return x, K.linear(h, self.mlp.c_proj.weight, self.mlp.c_proj.bias)

@@ -16,8 +16,8 @@ runs in the dtype it is given.
 the context's, so bfloat16 and float16 autocast both work.)"""
 import torch
 
-LOWER = ("linear", "linear_act", "matmul", "flash_attention", "fused_linear_cross_entropy", "layer_norm",
-         "rms_norm")
+LOWER = ("linear", "linear_act", "matmul", "flash_attention", "flash_attention_qkvpacked",
+         "fused_linear_cross_entropy", "layer_norm", "rms_norm")
 
 _lib = torch.library.Library("tinycuda", "IMPL")
 

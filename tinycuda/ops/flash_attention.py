@@ -8,7 +8,7 @@ import torch
 
 from ._fake import register_fake
 
-__all__ = ["flash_attention", "scaled_dot_product_attention"]
+__all__ = ["flash_attention", "flash_attention_qkvpacked", "scaled_dot_product_attention"]
 
 
 def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, cu_seqlens_q=None,
@@ -42,6 +42,16 @@ def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=
     return torch.ops.tinycuda.flash_attention(
         q, k, v, causal, scale, left, right, softcap, False, cu_seqlens_q, cu_seqlens_k,
         -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k)[0]
+
+
+def flash_attention_qkvpacked(qkv, causal=False, scale=None, window=(-1, -1), softcap=0.0):
+    """flash_attention(q, k, v, ...) of qkv [B, S, 3, H, D] (FlashAttention's
+    flash_attn_qkvpacked_func): q, k and v are its slices along dim 2, read in
+    place, as one projection's output viewed gives them; the gradient is one
+    tensor like qkv, so nothing stacks the three (an unbind's backward copies
+    them). The options are flash_attention's."""
+    left, right = window
+    return torch.ops.tinycuda.flash_attention_qkvpacked(qkv, causal, scale, left, right, softcap)[0]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -119,10 +129,29 @@ def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, w
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
-# The forward's options after q, k, v, in the schema's order, with its defaults (read once): what the
-# backward is called with, for any the caller left out.
-_DEFAULTS = {a.name: a.default_value for a in torch.ops.tinycuda.flash_attention.default._schema.arguments
-             if not a.kwarg_only and a.name not in ("q", "k", "v")}
+@register_fake("tinycuda::flash_attention_qkvpacked")
+def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_right, softcap, top_left, algo=0):
+    torch._check(qkv.dim() == 5 and qkv.shape[2] == 3,
+                 lambda: "tinycuda::flash_attention_qkvpacked: qkv must be 5-D [batch, seqlen, 3, heads, head_dim]")
+    q = qkv[:, :, 0]
+    return q.new_empty(q.shape), q.new_empty(_lse_shape(q, None, -1), dtype=_lse_dtype(q))
+
+
+@register_fake("tinycuda::flash_attention_qkvpacked_backward")
+def _flash_attention_qkvpacked_backward_fake(grad_out, qkv, out, lse, causal, scale, window_left, window_right,
+                                             softcap, top_left, algo=0):
+    return qkv.new_empty(qkv.shape)
+
+
+def _options(op, inputs):
+    """The forward's options after its tensors, in the schema's order, with its defaults (read off the schema):
+    what the backward is called with, for any the caller left out."""
+    args = [a for a in op.default._schema.arguments if not a.kwarg_only]
+    tensors = sum(1 for a in args if a.name in ("q", "k", "v", "qkv"))
+    return {a.name: (inputs[i] if i < len(inputs) else a.default_value) for i, a in enumerate(args) if i >= tensors}
+
+
+_DEFAULTS = _options(torch.ops.tinycuda.flash_attention, ())
 _OFFSETS = ("cu_seqlens_q", "cu_seqlens_k")  # tensors: saved for backward, not kept on ctx
 
 
@@ -147,3 +176,24 @@ def _backward(ctx, grad, _grad_lse):
 
 
 torch.library.register_autograd("tinycuda::flash_attention", _backward, setup_context=_setup)
+
+
+def _setup_packed(ctx, inputs, keyword_only_inputs, output):
+    out, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(inputs[0], out, lse)
+    ctx.args = _options(torch.ops.tinycuda.flash_attention_qkvpacked, inputs)
+    ctx.algo = keyword_only_inputs.get("algo", 0)
+
+
+def _backward_packed(ctx, grad, _grad_lse):
+    rest = (None,) * (len(ctx.needs_input_grad) - 1)
+    if grad is None:
+        return None, *rest
+    qkv, out, lse = ctx.saved_tensors
+    return torch.ops.tinycuda.flash_attention_qkvpacked_backward(grad, qkv, out, lse, **ctx.args,
+                                                                 algo=ctx.algo), *rest
+
+
+torch.library.register_autograd("tinycuda::flash_attention_qkvpacked", _backward_packed, setup_context=_setup_packed)

@@ -43,7 +43,7 @@ def fused_linear_cross_entropy(hidden, weight, target, bias=None, ignore_index=-
 
     hidden [N, H], weight [V, H], target [N] int64, bias [V] or None.
     chunk_size: tokens per chunk; 0 picks Liger's next_pow2(ceil(N / ceil(V / H))), but at least
-    512 (tc_fused_linear_cross_entropy_chunk in cross_entropy.h says why).
+    512 (1024 with a float32 accumulator; tc_fused_linear_cross_entropy_chunk in cross_entropy.h says why).
     accum_dtype: grad_weight's accumulator, None (the weight's dtype) or torch.float32.
     softcap, lse_square_scale, return_z_loss: as tinycuda.cross_entropy's ((loss, z_loss) with the last).
     return_token_accuracy: as tinycuda.cross_entropy's (float32, no gradient; the fraction of rows not

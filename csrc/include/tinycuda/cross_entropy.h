@@ -127,17 +127,23 @@ TC_API size_t tc_cross_entropy_workspace_size(const tc_cross_entropy_params* p);
 
 /* Rows per chunk for a caller that runs this core on slices of a linear
  * layer's output (fused_linear_cross_entropy's torch op and capi): the chunk
- * of `tokens` rows of hidden size `hidden` into `classes` logits. Liger's
+ * of `tokens` rows of hidden size `hidden` into `classes` logits, grad_weight
+ * accumulated in elements of `accum_bytes` (0: no gradient). Liger's
  * next_pow2(ceil(tokens / ceil(classes / hidden))), whose [chunk, classes]
- * buffer holds about tokens x hidden elements, but at least 512 rows: each
- * chunk adds its [classes, hidden] product into grad_weight, reading and
- * writing it, so with K = chunk rows that product makes 2 chunk FLOPs per 4
- * bytes, under an H100's 250 FLOP/byte (760 TFLOP/s over 3 TB/s) below 512.
+ * buffer holds about tokens x hidden elements, but at least 512 rows, 1024
+ * for a float32 or float64 accumulator (float64 is a CPU reference: no
+ * larger buffer for it): each chunk adds its
+ * [classes, hidden] product into grad_weight, reading and writing it, so with
+ * K = chunk rows that product makes 2 chunk FLOPs per 2 accum_bytes bytes,
+ * under an H100's 250 FLOP/byte (760 TFLOP/s over 3 TB/s) below the floor.
+ * (GPT-2 124M's step, 16384 tokens, float32 grad_weight: at 512 rows 32
+ * chunks moved 9.9 GB of accumulator, 5.35 ms of cuBLAS's addmm.)
  * H100, 8192 x 4096 x 128256 bf16, the chunk's three cuBLAS products
  * (scripts/flce_chunks.py): 256 rows 61.7 ms, 512 44.8, 1024 43.5, 2048 38.8
  * (torch.compile's linear + cross_entropy: 38.4 ms, 2.2 GiB above its inputs).
  * Never more than tokens (at least 1). */
-TC_API int64_t tc_fused_linear_cross_entropy_chunk(int64_t tokens, int64_t hidden, int64_t classes);
+TC_API int64_t tc_fused_linear_cross_entropy_chunk(int64_t tokens, int64_t hidden, int64_t classes,
+                                                  int64_t accum_bytes);
 TC_API tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p);
 TC_API tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p);
 TC_API tc_status tc_cross_entropy_backward_cpu(const tc_cross_entropy_backward_params* p);

@@ -11,9 +11,15 @@
  *   Strides are in elements, any sign-free values:
  *   a transposed operand is a stride swap, a broadcast one a batch stride of 0,
  *   so nothing is copied. Accumulation in float (double for double).
+ * Accumulation into C (accumulate = 1: C[z, m, n] += P, one rounding, BLAS's
+ * beta = 1) and a float32 C for float16/bfloat16 operands (c_float = 1: P is
+ * not rounded to dtype) serve chunked products that sum into one buffer, as
+ * fused_linear_cross_entropy's float32 grad_weight over token chunks; neither
+ * takes an activation.
  * Few output tiles and a long K (float32/float64 on CUDA), or one output row
  * or column (a GEMV), split K across blocks; the partial products are added
- * in a fixed order (deterministic).
+ * in a fixed order (deterministic). Not with accumulate or c_float: those
+ * run the tile kernels.
  * Backward is two more products of this family with swapped strides:
  *   grad_A = grad_P @ B^T,  grad_B = A^T @ grad_P
  * (summed over z where an operand was broadcast), grad_P = grad_C without an
@@ -48,9 +54,11 @@ typedef struct {
   int64_t b_stride[3]; /* batch, k, n */
   const void* bias;    /* [N] or NULL: added to every row */
   int activation;      /* a tc_activation */
-  void* c;
+  void* c;             /* [batch, M, N] of dtype, or of float32 with c_float */
+  int accumulate;      /* 0: C = P; 1: C += P (c is read first) */
+  int c_float;         /* 1: c is float32 (float16/bfloat16 operands only) */
   void* pre;           /* NULL, or [batch, M, N]: the product + bias before the activation (needs one) */
-  void* workspace; /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
+  void* workspace;     /* CUDA split-K / split-GEMV partials; NULL (or too small): no split */
   size_t workspace_bytes;
   tc_gemm_algo algo;
   void* stream;
@@ -59,8 +67,9 @@ typedef struct {
 TC_API tc_status tc_matmul_cpu(const tc_matmul_params* p);
 TC_API tc_status tc_matmul_cuda(const tc_matmul_params* p);
 /* Bytes of workspace with which tc_matmul_cuda splits K across blocks (0: it
- * would not): float32/float64 products with few output tiles and a long K,
- * and (any dtype, algo auto) one output row or column with few outputs. */
+ * would not): products with few output tiles and a long K (float32/float64
+ * with algo auto or regtile; float16/bfloat16 with auto or wgmma), and (any
+ * dtype, algo auto) one output row or column with few outputs. */
 TC_API size_t tc_matmul_workspace_size(const tc_matmul_params* p);
 
 #endif
