@@ -7,9 +7,11 @@
 #           op-table entries, then compute-sanitizer memcheck and racecheck
 #           over their CUDA tests
 #   matmul  the GEMM's tests (accumulate, c_float, 16-bit split-K; linear; the cross-entropy's chunk
-#           products on it), the op table's entries for them, memcheck and racecheck over them, and
-#           tinycuda bench's linear and matmul against docs/bench/h100.json
-#   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py)
+#           products on it), the op table's entries for them, memcheck and racecheck over them
+#   mmbench tinycuda bench's linear against docs/bench/h100.json, the cross-entropy's chunk products
+#           against cuBLAS (scripts/flce_products.py), and the op at issue 13's shape
+#   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py),
+#           and over the cross-entropy's chunk products (scripts/flce_products.py --ncu)
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
@@ -43,20 +45,27 @@ matmul)
   $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py tests/test_linear.py \
     -k "$SEL" -m "cuda and not large" 2>&1 | tee "$OUT/memcheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
   $SAN --tool racecheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py \
-    -k "(accumulat or split_k) and bfloat16" -m "cuda and not large" 2>&1 |
+    -k "(accumulat or split_k) and bfloat16 and not cpu" -m "cuda and not large" 2>&1 |
     tee "$OUT/racecheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3
-  python3 -m tinycuda bench linear matmul --impls tinycuda --baseline docs/bench/h100.json \
-    --json "$OUT/bench_matmul.json" > "$OUT/bench_matmul.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_matmul.txt"
-  python3 -m tinycuda bench linear matmul --dtype bfloat16 --impls tinycuda --json "$OUT/bench_matmul_bf16.json" \
-    > "$OUT/bench_matmul_bf16.txt" 2>&1; tail -3 "$OUT/bench_matmul_bf16.txt"
-  # issue 13's fused linear cross-entropy shape (8192 x 4096 x 128256 bf16), now on tinycuda's GEMM
+  ;;
+mmbench)
+  # float32 linear: the five ops docs/bench/h100.json holds include it (the full linear + matmul sweep in
+  # every dtype outlasts a device call)
+  python3 -m tinycuda bench linear --impls tinycuda --baseline docs/bench/h100.json \
+    --json "$OUT/bench_linear.json" > "$OUT/bench_linear.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_linear.txt"
+  python3 scripts/flce_products.py 512 1024 2048 2>&1 | tee "$OUT/flce_products.txt" | grep chunk
+  # issue 13's fused linear cross-entropy shape (8192 x 4096 x 128256 bf16)
   python3 -m tinycuda bench fused_linear_cross_entropy --dtype bfloat16 --shapes large \
     --json "$OUT/bench_flce.json" > "$OUT/bench_flce.txt" 2>&1; grep -E "fused_linear" "$OUT/bench_flce.txt" | cut -c1-160 ;;
 ncu)
   ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight --section WarpStateStats \
     --section MemoryWorkloadAnalysis --csv python3 scripts/ncu_gpt_gemms.py > "$OUT/ncu_gemms.csv" 2> "$OUT/ncu_gemms.err"
   echo "ncu rc=$? ($(wc -l < "$OUT/ncu_gemms.csv") lines)"
-  grep -E '"Duration"|"Compute \(SM\) Throughput"|"Memory Throughput"' "$OUT/ncu_gemms.csv" | cut -c1-220 | head -60 ;;
+  grep -E '"Duration"|"Compute \(SM\) Throughput"|"Memory Throughput"' "$OUT/ncu_gemms.csv" | cut -c1-220 | head -60
+  # the cross-entropy's chunk products at chunk 512 (the accumulating epilogue: BENCHMARKS, GPT step 4)
+  ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section LaunchStats --csv python3 scripts/flce_products.py 512 --ncu \
+    > "$OUT/ncu_flce.csv" 2> "$OUT/ncu_flce.err"; echo "ncu flce rc=$?" ;;
 bench)
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
   GPT="python3 -m tinycuda gpt train --preset gpt2 --steps ${STEPS:-30} --batch-size 16 --eval-every 1000 --eval-batches 1"
