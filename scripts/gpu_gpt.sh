@@ -9,9 +9,11 @@
 #   matmul  the GEMM's tests (accumulate, c_float, 16-bit split-K; linear; the cross-entropy's chunk
 #           products on it), the op table's entries for them, memcheck and racecheck over them
 #   mmbench tinycuda bench's linear against docs/bench/h100.json, the cross-entropy's chunk products
-#           against cuBLAS (scripts/flce_products.py), and the op at issue 13's shape
+#           against cuBLAS (scripts/flce_products.py), the op by chunk size at the GPT's head and issue
+#           13's shape (scripts/flce_chunk_sweep.py), and tinycuda bench at issue 13's shape
 #   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py),
 #           and over the cross-entropy's chunk products (scripts/flce_products.py --ncu)
+#   loss200 issue 15's 200-step loss agreement (tinycuda, --master-weights and compile against torch)
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
 # Logs in $OUT (the device tool's return folder) or ./out.
@@ -54,6 +56,7 @@ mmbench)
   python3 -m tinycuda bench linear --impls tinycuda --baseline docs/bench/h100.json \
     --json "$OUT/bench_linear.json" > "$OUT/bench_linear.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_linear.txt"
   python3 scripts/flce_products.py 512 1024 2048 2>&1 | tee "$OUT/flce_products.txt" | grep chunk
+  python3 scripts/flce_chunk_sweep.py 2>&1 | tee "$OUT/flce_chunk_sweep.txt" | grep chunk
   # issue 13's fused linear cross-entropy shape (8192 x 4096 x 128256 bf16)
   python3 -m tinycuda bench fused_linear_cross_entropy --dtype bfloat16 --shapes large \
     --json "$OUT/bench_flce.json" > "$OUT/bench_flce.txt" 2>&1; grep -E "fused_linear" "$OUT/bench_flce.txt" | cut -c1-160 ;;
@@ -82,4 +85,22 @@ bench)
     python3 -m tinycuda gpt generate /tmp/gpt2.pt --kernels all --batch-size $b --tokens ${TOKENS:-500} \
       --json "$OUT/generate_b$b.json" 2>&1 | grep "tokens/s"
   done ;;
+loss200)
+  # issue 15's GPU bound: same seed, same batches, every step's loss within 2% of torch's over 200 steps (bf16)
+  GPT="python3 -m tinycuda gpt train --preset gpt2 --steps 200 --batch-size 16 --eval-every 1000 --eval-batches 1"
+  $GPT --backend all --plot "$OUT/loss200.png" --json "$OUT/loss200.json" 2>&1 | grep "tokens/s"
+  $GPT --master-weights --json "$OUT/loss200_mw.json" 2>&1 | grep "tokens/s"
+  python3 - "$OUT" <<'PY'
+import json, sys
+import numpy as np
+out = sys.argv[1]
+runs = {r["backend"]: np.array(r["loss"]) for r in json.load(open(f"{out}/loss200.json"))["results"]}
+runs["tinycuda --master-weights"] = np.array(json.load(open(f"{out}/loss200_mw.json"))["results"][0]["loss"])
+ref = runs["torch"]
+for name, loss in runs.items():
+    rel = np.abs(loss - ref) / ref
+    print(f"{name:26s} steps {len(loss)}, max |loss - torch's| / torch's {rel.max():.4f} at step {rel.argmax()}, "
+          f"final {loss[-1]:.4f} (torch {ref[-1]:.4f})")
+PY
+  ;;
 esac

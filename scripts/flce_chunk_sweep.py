@@ -1,0 +1,52 @@
+"""fused_linear_cross_entropy forward+backward by chunk size, at the GPT-2 step's head (16384 x 768 x 50304,
+bf16, float32 grad_weight accumulator) and issue 13's shape (8192 x 4096 x 128256, bf16 accumulator): the
+time, and the memory above the inputs (the [chunk, V] buffer, grad_weight, its float32 accumulator).
+tc_fused_linear_cross_entropy_chunk (cross_entropy.h) picks the chunk the op takes by default ("auto").
+
+    python3 scripts/flce_chunk_sweep.py      # CUDA
+"""
+import torch
+
+import tinycuda
+
+CASES = [("gpt2 head", 16384, 768, 50304, torch.float32), ("issue 13", 8192, 4096, 128256, None)]
+
+
+def timed(fn, reps=5):
+    times = []
+    for r in range(reps + 1):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        if r:
+            times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    for name, n, h, v, accum in CASES:
+        x = (torch.randn(n, h, device="cuda", dtype=torch.bfloat16) * 0.5).requires_grad_()
+        w = (torch.randn(v, h, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
+        t = torch.randint(0, v, (n,), device="cuda")
+        for chunk in (0, 512, 1024, 2048, 4096, 8192):
+            if chunk > n:
+                continue
+
+            def run():
+                x.grad = w.grad = None
+                tinycuda.ops.fused_linear_cross_entropy(x, w, t, chunk_size=chunk, accum_dtype=accum).backward()
+
+            run()
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            ms = timed(run)
+            extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+            print(f"{name:9s} {n}x{h}x{v} chunk {chunk or 'auto':>5}: {ms:7.2f} ms "
+                  f"{6 * n * h * v / ms / 1e9:6.1f} TFLOP/s, peak {extra:.2f} GiB above the inputs", flush=True)
+
+
+if __name__ == "__main__":
+    main()
