@@ -4,15 +4,12 @@ kernels are not tinycuda's.
     python scripts/gpt_profile.py --preset gpt2 --batch-size 16 [--json out.json]
 
 Runs warm-up steps, then one step (forward, backward, clipping, AdamW) under
-torch.profiler. A kernel is someone else's when its name is torch's (at::,
-c10::, Triton's triton_) or a library's (cuBLAS, cuDNN, CUTLASS); each such
-kernel is listed with the innermost op that launched it. Every other kernel is
-tinycuda's (attributing by the launching op misfiled tinycuda's GEMMs run from
-an autograd node). Memcpy and memset are reported apart. Then the step's
-kernels by total time, whoever's.
+torch.profiler. A kernel is someone else's when its name is torch's, Triton's
+or a library's (tinycuda.gpt.kernel_owners); each such kernel is listed with
+the innermost op that launched it. Memcpy and memset are reported apart. Then
+the step's kernels by total time, whoever's.
 """
 import argparse
-import collections
 import json
 import sys
 
@@ -20,10 +17,6 @@ import torch
 
 sys.path.insert(0, ".")
 from tinycuda import gpt  # noqa: E402
-
-# name fragments of kernels that are not tinycuda's: torch's own, Triton's, cuBLAS/cuDNN/CUTLASS's
-FOREIGN = ("at::", "c10::", "pytorch_flash", "triton_", "nvjet", "xmma", "cutlass", "cublas", "cudnn", "sm90_",
-           "sm80_", "ampere_")
 
 
 def main():
@@ -61,22 +54,7 @@ def main():
         step(a.warmup)
         sync()
 
-    # each kernel's launching op: the innermost op event whose CPU range holds the launch
-    ops = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU
-                  and not e.name.startswith(("cuda", "cudaLaunch"))), key=lambda e: e.time_range.start)
-    total = collections.Counter()
-    foreign = collections.Counter()
-    by_kernel, calls = collections.Counter(), collections.Counter()
-    for e in ops:
-        for k in e.kernels:
-            us = k.duration
-            kind = ("memcpy/memset" if k.name.startswith(("Memcpy", "Memset")) else
-                    "other" if any(s in k.name.lower() for s in FOREIGN) else "tinycuda")
-            total[kind] += us
-            by_kernel[k.name[:110]] += us
-            calls[k.name[:110]] += 1
-            if kind == "other":
-                foreign[(e.name, k.name[:90])] += us
+    total, foreign, by_kernel, calls = gpt.kernel_owners(prof)
     step_us = sum(total.values()) or 1
     print(f"step: {step_us / 1e3:.2f} ms of kernels; " + ", ".join(f"{k} {v / step_us:.1%}" for k, v in total.items()))
     print("kernels not tinycuda's (op -> kernel: ms):")

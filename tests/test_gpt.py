@@ -202,3 +202,52 @@ def test_torchrun_ranks_train_as_one_process_with_their_batch(tmp_path):
     assert ddp["world_size"] == 2 and ddp["replicas_in_sync"]
     np.testing.assert_allclose(ddp["loss"], one["loss"], rtol=2e-5)
     np.testing.assert_allclose(ddp["val_loss"], one["val_loss"], rtol=2e-5)
+
+
+# The training step's kernels that are still torch's, by launching op, each with where it comes from. Issue 15
+# asks for none; until then any kernel of another op fails the test, and so does a listed op gone (drop it here).
+TORCH_OPS_LEFT = {
+    # autograd's sum of two gradients of one tensor: the tied embedding / head weight's
+    "aten::add_": "autograd's gradient accumulation",
+    # fused_linear_cross_entropy's torch door: its float32 grad_weight accumulator rounded to the weight's
+    # bf16, the loss cast to it, the count of targets not ignored, the row losses' sum and the mean's division
+    "aten::copy_": "fused_linear_cross_entropy's casts",
+    "aten::ne": "fused_linear_cross_entropy's n_valid",
+    "aten::sum": "fused_linear_cross_entropy's n_valid and loss",
+    "aten::div": "fused_linear_cross_entropy's mean",
+    # loss.backward()'s seed gradient, torch.ones_like(loss)
+    "aten::fill_": "autograd's seed",
+}
+
+
+@requires_cuda
+def test_training_step_kernels_are_tinycudas():
+    """One training step of the GPT with --master-weights (bf16 model, no autocast casts) under
+    torch.profiler: forward, backward, AdamW with clipping. Every kernel is tinycuda's but those of
+    TORCH_OPS_LEFT's ops (memcpy and memset aside), and those take a small share of the step."""
+    import argparse
+    args = argparse.Namespace(preset=None, n_layer=2, n_head=4, n_embd=128, context=128, lr=6e-4, weight_decay=0.1,
+                              warmup=10, steps=100, grad_clip=1.0, master_weights=True)
+    cfg = GPTConfig(vocab_size=256, context=128, n_layer=2, n_head=4, n_embd=128)
+    model = gpt.build(cfg, "tinycuda", "cuda", 0, master_weights=True)
+    opt = gpt._optimizer(model, args, "tinycuda")
+    batches = gpt.Batches(gpt.load_text(), 4, cfg.context, 0)
+
+    def step(i):
+        x, y = (torch.from_numpy(t).to("cuda") for t in batches.training(i))
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step(0)  # warm-up: the ops' first calls (tensor maps, workspaces)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        step(1)
+        torch.cuda.synchronize()
+    total, foreign, _, _ = gpt.kernel_owners(prof)
+    ops = {op for op, _ in foreign}
+    assert ops <= set(TORCH_OPS_LEFT), f"torch kernels from ops not listed: {sorted(ops - set(TORCH_OPS_LEFT))}"
+    assert set(TORCH_OPS_LEFT) <= ops, f"listed ops that launched nothing: {sorted(set(TORCH_OPS_LEFT) - ops)}"
+    assert total["tinycuda"] > 0 and total["other"] < 0.2 * (total["tinycuda"] + total["other"]), dict(total)

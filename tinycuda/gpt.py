@@ -242,6 +242,34 @@ def clip(model, opt, args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
 
 
+# name fragments of kernels that are not tinycuda's: torch's own, Triton's, cuBLAS/cuDNN/CUTLASS's
+FOREIGN = ("at::", "c10::", "pytorch_flash", "triton_", "nvjet", "xmma", "cutlass", "cublas", "cudnn", "sm90_",
+           "sm80_", "ampere_")
+
+
+def kernel_owners(prof):
+    """Whose are a torch.profiler run's kernels: (total us by owner, "tinycuda", "other" or "memcpy/memset";
+    the other owners' kernels as a Counter of (launching op, kernel name[:90]) -> us; every kernel's us and
+    launches, two Counters by name[:110]). A kernel is someone else's when its name is torch's, Triton's or
+    a library's (FOREIGN); its launching op is the innermost op whose CPU range holds the launch (by op,
+    tinycuda's GEMMs run from an autograd node would be misfiled). Memcpy and memset are apart."""
+    import collections
+    import torch
+    ops = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU
+                  and not e.name.startswith(("cuda", "cudaLaunch"))), key=lambda e: e.time_range.start)
+    total, foreign, by_kernel, calls = (collections.Counter() for _ in range(4))
+    for e in ops:
+        for k in e.kernels:
+            kind = ("memcpy/memset" if k.name.startswith(("Memcpy", "Memset")) else
+                    "other" if any(f in k.name.lower() for f in FOREIGN) else "tinycuda")
+            total[kind] += k.duration
+            by_kernel[k.name[:110]] += k.duration
+            calls[k.name[:110]] += 1
+            if kind == "other":
+                foreign[(e.name, k.name[:90])] += k.duration
+    return total, foreign, by_kernel, calls
+
+
 def _lr(step, schedule):
     """Linear warm-up, then cosine to a tenth at `steps`, a tenth after it. schedule: {lr, warmup, steps},
     the first run's (a checkpoint keeps it: a resumed run with more --steps goes on at the last rate, not
