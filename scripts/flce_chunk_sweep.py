@@ -8,24 +8,13 @@ tc_fused_linear_cross_entropy_chunk (cross_entropy.h) picks the chunk the op tak
 import torch
 
 import tinycuda
+from tinycuda.bench import Timer
 
 CASES = [("gpt2 head", 16384, 768, 50304, torch.float32), ("issue 13", 8192, 4096, 128256, None)]
 
 
-def timed(fn, reps=5):
-    times = []
-    for r in range(reps + 1):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        if r:
-            times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
-
-
 def main():
+    timer = Timer("cuda", 20)
     for name, n, h, v, accum in CASES:
         x = (torch.randn(n, h, device="cuda", dtype=torch.bfloat16) * 0.5).requires_grad_()
         w = (torch.randn(v, h, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
@@ -38,12 +27,15 @@ def main():
                 x.grad = w.grad = None
                 tinycuda.ops.fused_linear_cross_entropy(x, w, t, chunk_size=chunk, accum_dtype=accum).backward()
 
-            run()
+            run()  # warm-up
+            x.grad = w.grad = None
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            ms = timed(run)
+            run()  # the memory of one call, its gradients included
+            torch.cuda.synchronize()
             extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+            ms = timer(run)
             print(f"{name:9s} {n}x{h}x{v} chunk {chunk or 'auto':>5}: {ms:7.2f} ms "
                   f"{6 * n * h * v / ms / 1e9:6.1f} TFLOP/s, peak {extra:.2f} GiB above the inputs", flush=True)
 

@@ -1,4 +1,4 @@
-"""fused_linear_cross_entropy's chunk size, measured without the extension:
+"""fused_linear_cross_entropy's chunk size, timed with the bench's Timer (L2 flushed, median):
 the three cuBLAS products of each chunk (logits, grad_hidden, grad_weight +=)
 as the op runs them, at 8192 x 4096 x 128256 bf16, for chunk sizes 256 to
 4096; and torch.compile of linear + cross_entropy (fwd+bwd) in the same run.
@@ -8,23 +8,11 @@ as the op runs them, at 8192 x 4096 x 128256 bf16, for chunk sizes 256 to
 import torch
 import torch.nn.functional as F
 
-
-def bench(fn, reps=10):
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    times = []
-    for r in range(reps + 2):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        if r >= 2:
-            times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+from tinycuda.bench import Timer
 
 
 def main():
+    timer = Timer("cuda", 20)
     n, h, v = 8192, 4096, 128256
     dt = torch.bfloat16
     x = torch.randn(n, h, device="cuda", dtype=dt) * 0.5
@@ -46,7 +34,7 @@ def main():
                 else:
                     gw.addmm_(buf.t(), hc)
 
-        ms = bench(run, 5)
+        ms = timer(run)
         extra = (chunk * v * 2 + n * h * 2 + v * h * 2) / 2**30
         print(f"chunk {chunk:5d}: {ms:7.2f} ms  ({6 * n * h * v / ms / 1e9:6.1f} TFLOP/s)  buffer+grads {extra:.2f} GiB",
               flush=True)
@@ -68,7 +56,7 @@ def main():
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    ms = bench(step, 5)
+    ms = timer(step)
     peak = (torch.cuda.max_memory_allocated() - base) / 2**30
     print(f"torch.compile linear+cross_entropy fwd+bwd: {ms:.2f} ms, peak extra {peak:.2f} GiB", flush=True)
 

@@ -10,29 +10,15 @@ import sys
 import torch
 
 from tinycuda import capi
+from tinycuda.bench import Timer, profiled
 
 N, H, V = 8192, 4096, 128256
-
-
-def bench(fn, reps=10):
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    times = []
-    for r in range(reps + 2):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        if r >= 2:
-            times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
 
 
 def main():
     ncu = "--ncu" in sys.argv
     chunks = [int(c) for c in sys.argv[1:] if c != "--ncu"] or [512, 1024, 2048]
-    dt = torch.bfloat16
+    dt, timer = torch.bfloat16, Timer("cuda", 20)
     x = torch.randn(N, H, device="cuda", dtype=dt) * 0.5
     w = torch.randn(V, H, device="cuda", dtype=dt) * 0.02
     gw, gw32 = torch.zeros(V, H, device="cuda", dtype=dt), torch.zeros(V, H, device="cuda")
@@ -52,17 +38,12 @@ def main():
             tc()
             torch.cuda.synchronize()
             if ncu:
-                torch.cuda.profiler.start()
-                torch.cuda.nvtx.range_push(f"{name}_{chunk}")
-                tc()
-                torch.cuda.synchronize()
-                torch.cuda.nvtx.range_pop()
-                torch.cuda.profiler.stop()
+                profiled(f"{name}_{chunk}", tc)
                 continue
-            t = bench(tc)
+            t = timer(tc)
             line = f"chunk {chunk:5d} {name:16s} tinycuda {t:7.3f} ms {flops / t / 1e9:6.1f} TFLOP/s"
             if cublas is not None:
-                c = bench(cublas)
+                c = timer(cublas)
                 line += f" | cuBLAS {c:7.3f} ms {flops / c / 1e9:6.1f} TFLOP/s | {c / t:.2f}x"
             print(line, flush=True)
 

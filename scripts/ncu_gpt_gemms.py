@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda  # noqa: F401  (the ops)
+from tinycuda.bench import profiled
 
 torch.manual_seed(0)
 T, C = 16 * 1024, 768
@@ -42,9 +43,4 @@ for name in which:
     cases[name]()  # warm-up: allocations, tensor maps' shared-memory attributes
 torch.cuda.synchronize()
 for name in which:
-    torch.cuda.profiler.start()
-    torch.cuda.nvtx.range_push(name)
-    cases[name]()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
-    torch.cuda.profiler.stop()
+    profiled(name, cases[name])

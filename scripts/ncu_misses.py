@@ -6,6 +6,7 @@ import sys
 import torch
 import torch.nn.functional as F
 import tinycuda
+from tinycuda.bench import profiled
 
 torch.manual_seed(0)
 dev = "cuda"
@@ -54,11 +55,6 @@ for name in which:
             t.grad = None
 torch.cuda.synchronize()
 for name in which:
-    torch.cuda.profiler.start()
-    torch.cuda.nvtx.range_push(name)
-    cases[name]()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
-    torch.cuda.profiler.stop()
+    profiled(name, cases[name])
     for t in (a, bias, sq, sq2, sq3):
         t.grad = None

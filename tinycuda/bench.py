@@ -70,6 +70,17 @@ class Timer:
         return statistics.median(times)
 
 
+def profiled(name, fn):
+    """One call of fn in an NVTX range `name`, between cudaProfilerStart and Stop, synchronized: what
+    `ncu --profile-from-start off --nvtx` measures of the scripts' cases (warm fn up first)."""
+    torch.cuda.profiler.start()
+    torch.cuda.nvtx.range_push(name)
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.profiler.stop()
+
+
 def has_liger():
     """Liger-Kernel (Triton) is an optional comparison: `pip install liger-kernel`."""
     try:
