@@ -13,6 +13,7 @@
 #           13's shape (scripts/flce_chunk_sweep.py), and tinycuda bench at issue 13's shape
 #   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py),
 #           and over the cross-entropy's chunk products (scripts/flce_products.py --ncu)
+#   attn    the attention variants' tests, memcheck/racecheck over the wgmma variant, fwd+bwd against SDPA
 #   loss200 issue 15's 200-step loss agreement (tinycuda, --master-weights and compile against torch)
 #   bench   GPT-2 124M training tokens/s per backend (launched and CUDA-graphed),
 #           the profile of a tinycuda step, generation tokens/s per kernel set
@@ -103,4 +104,17 @@ for name, loss in runs.items():
           f"final {loss[-1]:.4f} (torch {ref[-1]:.4f})")
 PY
   ;;
+attn)
+  # the wgmma backward (branch wgmma-dq): every variant over the accuracy cases, sanitizers over the wgmma
+  # variant, then fwd+bwd against SDPA (cuDNN) at the issue's shapes
+  python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_flash_attention.py -k "variants" 2>&1 |
+    tee "$OUT/test_attn.log" | tail -3
+  SAN="compute-sanitizer --error-exitcode 1"
+  $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_flash_attention.py \
+    -k "variants and wgmma and bfloat16" 2>&1 | tee "$OUT/memcheck_attn.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
+  $SAN --tool racecheck python3 -m pytest -q -x -p no:cacheprovider tests/test_flash_attention.py \
+    -k "variants and wgmma and bfloat16 and (64 or 128)" 2>&1 | tee "$OUT/racecheck_attn.log" |
+    grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3
+  python3 -m tinycuda bench flash_attention --shapes all --dtype bfloat16 --modes fwd,fwd+bwd --impls tinycuda,eager \
+    --json "$OUT/bench_attn.json" > "$OUT/bench_attn.txt" 2>&1; grep -E "flash_attention" "$OUT/bench_attn.txt" | cut -c1-150 ;;
 esac
