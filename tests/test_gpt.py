@@ -226,8 +226,7 @@ def test_training_step_kernels_are_tinycudas():
     torch.profiler: forward, backward, AdamW with clipping. Every kernel is tinycuda's but those of
     TORCH_OPS_LEFT's ops (memcpy and memset aside), and those take a small share of the step."""
     import argparse
-    args = argparse.Namespace(preset=None, n_layer=2, n_head=4, n_embd=128, context=128, lr=6e-4, weight_decay=0.1,
-                              warmup=10, steps=100, grad_clip=1.0, master_weights=True)
+    args = argparse.Namespace(lr=6e-4, weight_decay=0.1, grad_clip=1.0, master_weights=True)  # what the optimizer reads
     cfg = GPTConfig(vocab_size=256, context=128, n_layer=2, n_head=4, n_embd=128)
     model = gpt.build(cfg, "tinycuda", "cuda", 0, master_weights=True)
     opt = gpt._optimizer(model, args, "tinycuda")
