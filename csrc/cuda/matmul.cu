@@ -78,34 +78,6 @@ struct Out {
     if (cf) cf[i] = add ? cf[i] + float(v) : float(v);
     else c[i] = from_acc<T>(add ? to_acc(c[i]) + v : v);
   }
-  // Outputs i and i + 1 (i even; the second only where `two`) as float, and
-  // back: one 2-element access where `pair` (pairs(N): N even, C aligned; then
-  // i + 1 < N always holds), else element by element.
-  __host__ __device__ bool pairs(int64_t N) const {
-    const uintptr_t at = cf ? reinterpret_cast<uintptr_t>(cf) : reinterpret_cast<uintptr_t>(c);
-    return N % 2 == 0 && at % (2 * (cf ? sizeof(float) : sizeof(T))) == 0;
-  }
-  __device__ __forceinline__ float2 get2(int64_t i, bool two, bool pair) const {
-    if (cf) return pair ? *reinterpret_cast<const float2*>(cf + i) : make_float2(cf[i], two ? cf[i + 1] : 0.0f);
-    if (pair) {
-      const Vec<T, 2> v = load_vec<T, 2>(c + i);
-      return make_float2(to_acc(v.v[0]), to_acc(v.v[1]));
-    }
-    return make_float2(to_acc(c[i]), two ? to_acc(c[i + 1]) : 0.0f);
-  }
-  __device__ __forceinline__ void set2(int64_t i, float2 v, bool two, bool pair) const {
-    if (cf && pair) {
-      *reinterpret_cast<float2*>(cf + i) = v;
-    } else if (cf) {
-      cf[i] = v.x;
-      if (two) cf[i + 1] = v.y;
-    } else if (pair) {
-      store_vec(c + i, Vec<T, 2>{{from_acc<T>(v.x), from_acc<T>(v.y)}});
-    } else {
-      c[i] = from_acc<T>(v.x);
-      if (two) c[i + 1] = from_acc<T>(v.y);
-    }
-  }
 };
 
 // One problem as the launchers see it: typed pointers, strides in elements.
@@ -588,7 +560,8 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
 // The grid is persistent: one block per SM walks output tiles (batches
 // included) in grouped order, and the stage ring runs on across tiles, so the
 // producer loads the next tile's first stages while the consumers store this
-// one. Stores go through shared memory as whole 128-byte rows (store_tile).
+// one. Stores go through shared memory as whole 128-byte rows (store_tile;
+// store_acc where C is added to or float32).
 // The epilogue adds the bias to the fp32 accumulators, rounds them to the
 // output type (P), and writes P to pre and act(P) to C, as unfused torch
 // would compute F.gelu(F.linear(...)), without P's round trip to memory.
@@ -602,8 +575,10 @@ namespace wg {
 constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kConsumers = 2, kThreads = 128 * (kConsumers + 1);
 constexpr int kATile = BM * BK, kBTile = BN * BK;  // elements
 constexpr int kBox = 64;                           // an m/n-major box is 64 elements (128 bytes) wide
-constexpr int kOut = 64 * 64;                      // a consumer's epilogue slab: 64 rows x 64 columns
-// 192 KiB of stages, 16 KiB of epilogue slabs, slack to align to 1 KiB: 209 of the 227 KiB a block may have
+// a consumer's epilogue slab, in elements of T: 64 rows x 64 columns of T
+// (store_tile) or of float (store_acc)
+constexpr int kOut = 64 * 64 * 2;
+// 192 KiB of stages, 32 KiB of epilogue slabs, slack to align to 1 KiB: 225 of the 227 KiB a block may have
 constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + kConsumers * kOut * 2 + 1024;
 
 // k-tile t of one operand into a stage: a k-major operand is one [rows][64 k]
@@ -681,49 +656,112 @@ __device__ __forceinline__ void store_tile(const float (&d)[128], T* staged, int
   }
 }
 
-// The same outputs straight from the fragments, for an accumulating or float32
-// C (Out::get2/set2): no staging, as an add must read C first anyway. A
-// thread's values come in column pairs (one 4- or 8-byte access each); its
-// reads of C go out 8 column groups (16 pairs) at a time before any of their
-// stores, since a store may alias a later read and so would keep the compiler
-// from hoisting it: read-add-store one pair at a time waited a memory latency
-// per pair, ~30 us a 128 x 256 tile, so fused_linear_cross_entropy's
-// grad_weight += grad_c.T @ hidden_c (M = 128256, N = 4096, K = 512, bf16 C)
-// took 3.74 ms against cuBLAS's 1.12 (H100; ncu: DRAM 18%, SM 14% busy).
-// A 16-bit C's pair covers half a sector; the other half is the next column
-// group's, read in the same batch (an L2 hit).
-template <class T>
-__device__ __forceinline__ void store_fragments(const float (&d)[128], int64_t m0, int64_t n0, int64_t M,
-                                                int64_t N, const T* bias, const Out<T>& out, int tid) {
+// The same outputs for an accumulating or float32 C (Out::add, Out::cf), also
+// through shared memory: P = d (+ bias) in float32, 64 rows x kCols columns a
+// slab (kCols = 64 for a 16-bit C, 32 for float32: 16 or 8 KiB), read back
+// as 4 consecutive columns a thread, added to C's values and stored with one
+// rounding, as Out::put would. Each access of C is then 8 or 16 bytes and a
+// warp's 4 or 2 rows are whole 32-byte sectors. Straight from the fragments
+// (the previous epilogue) a thread's values were column pairs in 8 rows, a
+// 16-bit pair half a sector, and each 16-bit load was converted as it landed,
+// so the loads of a batch waited one after another: fused_linear_cross_
+// entropy's grad_weight += grad_c.T @ hidden_c (M = 128256, N = 4096,
+// K = 512, bf16 C) took 3.74 ms against cuBLAS's 1.12 (H100; ncu: DRAM 18%,
+// SM 14% busy). Here C's next slab is read (raw bits, kItems 8- or 16-byte
+// loads a thread) before this slab is added, so a thread has two slabs'
+// loads in flight, and prefetch_out has brought the tile into L2 while its
+// k-tiles were multiplied. Staged rows swizzle 16-byte chunk x to
+// x ^ 2 (r % 4): a warp's fragment writes (8 rows x 32 bytes) then take 2
+// wavefronts, the minimum for 256 bytes, and its row reads 4 for 512.
+template <class T, bool kF>
+__device__ __forceinline__ void store_acc(const float (&d)[128], float* staged, int64_t m0, int64_t n0, int64_t M,
+                                          int64_t N, const T* bias, const Out<T>& out, int c, int tid) {
+  using C = std::conditional_t<kF, float, T>;
+  using Raw = std::conditional_t<kF, uint4, uint2>;  // 4 elements of C as they lie
+  constexpr int kCols = kF ? 32 : 64, kChunks = kCols / 4, kRowStep = 128 / kChunks, kItems = 64 / kRowStep;
+  C* cp = kF ? reinterpret_cast<C*>(out.cf) : reinterpret_cast<C*>(out.c);
+  const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(cp) % sizeof(Raw) == 0;
   const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
-  const bool pair = out.pairs(N);
-  constexpr int kJ = 8;  // column groups a batch: 32 more registers, next to d's 128
+  const int chunk = tid % kChunks, r0 = tid / kChunks;  // item k: row r0 + k kRowStep, columns 4 chunk..
+  auto read = [&](int slab, Raw (&raw)[kItems]) {
+    const int64_t n = n0 + slab * kCols + 4 * chunk;
 #pragma unroll
-  for (int j0 = 0; j0 < 32; j0 += kJ) {
-    float2 old[kJ][2];
+    for (int k = 0; k < kItems; ++k) {
+      const int64_t m = m0 + r0 + k * kRowStep;
+      raw[k] = Raw{};
+      if (!out.add || m >= M || n >= N) continue;
+      if (vec) {
+        raw[k] = *reinterpret_cast<const Raw*>(cp + m * N + n);
+      } else {
+        C* e4 = reinterpret_cast<C*>(&raw[k]);
 #pragma unroll
-    for (int jj = 0; jj < kJ; ++jj)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = m0 + 16 * w + g + 8 * h, n = n0 + 8 * (j0 + jj) + 2 * q;
-        old[jj][h] = out.add && m < M && n < N ? out.get2(m * N + n, n + 1 < N, pair) : make_float2(0.0f, 0.0f);
-      }
-#pragma unroll
-    for (int jj = 0; jj < kJ; ++jj) {
-      const int j = j0 + jj;
-      const int64_t n = n0 + 8 * j + 2 * q;
-      if (n >= N) continue;
-      const float b0 = bias ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = m0 + 16 * w + g + 8 * h;
-        if (m >= M) continue;
-        // P first, then the add: Out::put's rounding, bit for bit
-        float2 v = make_float2(d[4 * j + 2 * h] + b0, d[4 * j + 2 * h + 1] + b1);
-        if (out.add) v.x += old[jj][h].x, v.y += old[jj][h].y;
-        out.set2(m * N + n, v, n + 1 < N, pair);
+        for (int e = 0; e < 4; ++e)
+          if (n + e < N) e4[e] = cp[m * N + n + e];
       }
     }
+  };
+  Raw cur[kItems];
+  read(0, cur);
+#pragma unroll
+  for (int slab = 0; slab < 256 / kCols; ++slab) {
+    named_barrier(1 + c, 128);  // the previous slab's reads are done
+#pragma unroll
+    for (int jj = 0; jj < kCols / 8; ++jj) {
+      const int j = slab * (kCols / 8) + jj;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * w + g + 8 * h, x = (2 * jj + q / 2) ^ (2 * (r % 4));
+        *reinterpret_cast<float2*>(staged + r * kCols + 4 * x + 2 * (q % 2)) =
+            make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      }
+    }
+    named_barrier(1 + c, 128);  // the slab is in shared memory
+    Raw next[kItems];
+    if (slab + 1 < 256 / kCols) read(slab + 1, next);
+    const int64_t n = n0 + slab * kCols + 4 * chunk;
+    float b[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) b[e] = bias && n + e < N ? to_acc(bias[n + e]) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int r = r0 + k * kRowStep;
+      const int64_t m = m0 + r;
+      if (m >= M || n >= N) continue;
+      const float4 p = *reinterpret_cast<const float4*>(staged + r * kCols + 4 * (chunk ^ (2 * (r % 4))));
+      float v[4] = {p.x + b[0], p.y + b[1], p.z + b[2], p.w + b[3]};  // P first, then the add
+      C* e4 = reinterpret_cast<C*>(&cur[k]);
+      if (out.add)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] += float(to_acc(e4[e]));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (kF) e4[e] = v[e];
+        else e4[e] = from_acc<C>(v[e]);
+      }
+      if (vec) *reinterpret_cast<Raw*>(cp + m * N + n) = cur[k];
+      else
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (n + e < N) cp[m * N + n + e] = e4[e];
+    }
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) cur[k] = next[k];
+  }
+}
+
+// Asks L2 for the C values an accumulating epilogue will read (this
+// consumer's 64 rows x 256 columns), issued as the tile's k-tiles start, so
+// the epilogue's loads are L2 hits: at K = 512 the tile's 8 k-tiles take ~6 us,
+// several DRAM latencies.
+template <class T>
+__device__ __forceinline__ void prefetch_out(const Out<T>& out, int64_t m0, int64_t n0, int64_t M, int64_t N,
+                                             int tid) {
+  if (!out.add) return;
+  const int es = out.cf ? 4 : 2, lines = 256 * es / 128;  // 128-byte lines a row
+  const char* base = out.cf ? reinterpret_cast<const char*>(out.cf) : reinterpret_cast<const char*>(out.c);
+  for (int i = tid; i < 64 * lines; i += 128) {
+    const int64_t m = m0 + i / lines, n = n0 + i % lines * (128 / es);
+    if (m < M && n < N) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + (m * N + n) * es));
   }
 }
 
@@ -809,6 +847,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // the tensor cores do not drain between k-tiles; a stage goes back to the
     // producer once the group that read it has completed.
     const KRange kr = k_range(at.z, kslice, tiles_k);
+    prefetch_out(out.at(at.z * M * N), at.m0 + c * 64, at.n0, M, N, tid);
     for (int t = kr.t0; t < kr.t1; ++t, ++it) {
       const int s = it % kStages;
       mbar_wait(&full[s], (it / kStages) & 1);
@@ -832,8 +871,12 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     if (out.plain())
       store_tile(d, staged, at.m0 + c * 64, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, out.c + z_off, c,
                  tid);
+    else if (out.cf)
+      store_acc<T, true>(d, reinterpret_cast<float*>(staged), at.m0 + c * 64, at.n0, M, N, bias, out.at(z_off), c,
+                         tid);
     else
-      store_fragments(d, at.m0 + c * 64, at.n0, M, N, bias, out.at(z_off), tid);
+      store_acc<T, false>(d, reinterpret_cast<float*>(staged), at.m0 + c * 64, at.n0, M, N, bias, out.at(z_off), c,
+                          tid);
   }
 #endif
 }
