@@ -2,6 +2,7 @@
 range named for it, for Nsight Compute (scripts/gpu_gpt.sh ncu):
   ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight --section WarpStateStats
       --section MemoryWorkloadAnalysis --csv python3 scripts/ncu_gpt_gemms.py [case ...]
+  python3 scripts/ncu_gpt_gemms.py --time [case ...]   # each case's median time and TFLOP/s instead
 In the GPT's profile (BENCHMARKS, step 3) the forward products ran at ~360 TFLOP/s, the input gradients at ~540
 and the weight gradients at ~370 on as many FLOPs: these cases separate the forward's epilogue (bias, GELU, pre),
 its operand layout, and the weight gradient's few tiles (split-K)."""
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda  # noqa: F401  (the ops)
-from tinycuda.bench import profiled
+from tinycuda.bench import Timer, profiled
 
 torch.manual_seed(0)
 T, C = 16 * 1024, 768
@@ -38,9 +39,19 @@ cases = {
     "qkv_grad_w_cublas": lambda: g_qkv.t() @ x,
     "proj_grad_w": lambda: ops.matmul(x4.t()[:C], x),
 }
-which = sys.argv[1:] or list(cases)
+# (M, N, K) of each case's product, for --time's TFLOP/s
+mnk = {"fc": (T, 4 * C, C), "qkv": (T, 3 * C, C), "fc_grad_x": (T, C, 4 * C), "fc_grad_w": (4 * C, C, T),
+       "qkv_grad_w": (3 * C, C, T), "proj_grad_w": (C, C, T)}
+timing = "--time" in sys.argv
+which = [a for a in sys.argv[1:] if a != "--time"] or list(cases)
 for name in which:
     cases[name]()  # warm-up: allocations, tensor maps' shared-memory attributes
 torch.cuda.synchronize()
+timer = Timer("cuda", 30) if timing else None
 for name in which:
-    profiled(name, cases[name])
+    if timing:
+        M, N, K = next(v for k, v in sorted(mnk.items(), key=lambda kv: -len(kv[0])) if name.startswith(k))
+        ms = timer(cases[name])
+        print(f"{name:20s} {M}x{N}x{K}  {ms:.3f} ms  {2 * M * N * K / ms / 1e9:6.1f} TFLOP/s")
+    else:
+        profiled(name, cases[name])
