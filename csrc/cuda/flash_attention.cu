@@ -656,9 +656,9 @@ template <int D> constexpr size_t kDqSmemBytes = size_t(2 * kBlockM + 4 * kBlock
 
 // The row range [lo, hi) of one fragment row as columns of a tile at n0 of
 // width W, clamped to [0, W].
-template <int W>
-__device__ __forceinline__ int tile_col(int64_t v, int64_t n0) {
-  return int(max(int64_t(0), min(int64_t(W), v - n0)));
+template <int W, class I>
+__device__ __forceinline__ int tile_col(I v, I n0) {
+  return int(max(I(0), min(I(W), v - n0)));
 }
 
 // The backward's per-tile steps on a warp's fragments (mma.sync's m16n8
@@ -670,13 +670,16 @@ __device__ __forceinline__ int tile_col(int64_t v, int64_t n0) {
 // products after still multiply those zeros by the tile's rows, so inf in
 // any row of a tile gives NaN (as FA2).
 //
+// Positions (I: int64_t, or int relative to a block's first row) are
+// compared only to each other.
+//
 // dq's: rows are queries, columns keys; s = S, dp = dP in, dp = dS out:
 // dS = P (dP - delta_i) dcap(s), P = exp(logit(S) - lse_i); rl = lse_i log2(e)
 // (+inf: P = 0), rd = delta_i of the thread's two rows.
-template <int BN, class L>
+template <int BN, class I, class L>
 __device__ __forceinline__ void dq_grads(const float (&s)[BN / 8][4], float (&dp)[BN / 8][4], const L& logit,
-                                         bool edge, const int64_t (&row_lo)[2], const int64_t (&row_hi)[2],
-                                         int64_t n0, int qd, const float (&rl)[2], const float (&rd)[2]) {
+                                         bool edge, const I (&row_lo)[2], const I (&row_hi)[2], I n0, int qd,
+                                         const float (&rl)[2], const float (&rd)[2]) {
   auto grads = [&](auto masked) {
     int clo[2] = {0, 0}, chi[2] = {BN, BN};
     if constexpr (decltype(masked)::value)
@@ -703,10 +706,10 @@ __device__ __forceinline__ void dq_grads(const float (&s)[BN / 8][4], float (&dp
 // and dp = dS^T out: P^T = exp(logit(S^T) - lse_i), dS^T = P^T (dP^T -
 // delta_i) dcap(s), lse_i log2(e) and delta_i of column i at lse2[i], dlt[i]
 // (shared memory; lse +inf: P = 0).
-template <int BM, class L>
+template <int BM, class I, class L>
 __device__ __forceinline__ void dkv_grads(float (&s)[BM / 8][4], float (&dp)[BM / 8][4], const L& logit, bool edge,
-                                          const int64_t (&row_lo)[2], const int64_t (&row_hi)[2], int64_t m0, int qd,
-                                          const float* lse2, const float* dlt) {
+                                          const I (&row_lo)[2], const I (&row_hi)[2], I m0, int qd, const float* lse2,
+                                          const float* dlt) {
   auto grads = [&](auto masked) {
     int clo[2] = {0, 0}, chi[2] = {BM, BM};
     if constexpr (decltype(masked)::value)
@@ -1548,7 +1551,10 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   const AttentionMask& mask = seq.mask;
   // q_lo and q_hi are monotone in j: the block's queries are [q_lo(n0), q_hi(klast)), per query head
   const int64_t qb_lo = mask.q_lo(n0), qb_hi = mask.q_hi(klast);
-  const int64_t q_tiles = qb_lo < qb_hi ? (qb_hi - qb_lo + BM - 1) / BM : 0, tiles = a.group * q_tiles;
+  // Query tiles per head (32-bit: seqlen_q < 2^31, the blocker's rule); the
+  // ring walks tiles = group x q_tiles of them, head by head.
+  const int q_tiles = qb_lo < qb_hi ? int((qb_hi - qb_lo + BM - 1) / BM) : 0;
+  const int64_t tiles = a.group * q_tiles;
   const int tb = a.seqs.cu_q ? 0 : int(b), tk0 = int(seq.k0 + n0);
 
   if (threadIdx.x == 0) {
@@ -1559,7 +1565,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   __syncthreads();
 
   if (wg == 0) {  // producer: thread 0 issues the copies, its warp loads lse and delta
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<24>();
     if (tid < 32 && tiles > 0) {
       if (tid == 0) {
         mbar_expect_bytes(&kv_full, 2 * BN * D * sizeof(T));
@@ -1569,54 +1575,63 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
           tma_load_4d(sv + x * BN * 64, &tv, 64 * x, tk0, int(hk), tb, &kv_full);
         }
       }
-      // Query tile t: head hk group + t / q_tiles, rows qb_lo + (t % q_tiles) BM..;
-      // rows past the sequence: lse = +inf (P = 0), delta = 0.
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int s = int(t % kStages);
-        const int64_t h = hk * a.group + t / q_tiles, m0 = qb_lo + t % q_tiles * BM;
-        if (t >= kStages) mbar_wait(&empty[s], int((t / kStages - 1) & 1));  // every lane: it stores below
-        if (tid == 0) {
-          mbar_expect_bytes(&full[s], 2 * BM * D * sizeof(T));
-          T* dq = sqg + 2 * s * BM * D;
+      // Query tile qt of head h: rows qb_lo + qt BM..; rows past the sequence:
+      // lse = +inf (P = 0), delta = 0. The ring's stage s, the parity of its
+      // current use, and whether it held an earlier tile (whose release by
+      // `empty` the copies must wait for).
+      int s = 0, phase = 0;
+      bool reuse = false;
+      for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h)
+        for (int qt = 0; qt < q_tiles; ++qt) {
+          const int64_t m0 = qb_lo + int64_t(qt) * BM;
+          if (reuse) mbar_wait(&empty[s], phase ^ 1);  // every lane: each stores into the stage below
+          if (tid == 0) {
+            mbar_expect_bytes(&full[s], 2 * BM * D * sizeof(T));
+            T* dq = sqg + 2 * s * BM * D;
 #pragma unroll
-          for (int x = 0; x < kBoxes; ++x) {
-            tma_load_4d(dq + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
-            tma_load_4d(dq + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+            for (int x = 0; x < kBoxes; ++x) {
+              tma_load_4d(dq + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+              tma_load_4d(dq + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+            }
           }
-        }
-        float* l = sl + 2 * s * BM;
-        const int64_t row0 = (b * a.heads_q + h) * a.seqlen_q;  // lse / delta index of query 0
+          float* l = sl + 2 * s * BM;
+          const int64_t row0 = (b * a.heads_q + h) * a.seqlen_q;  // lse / delta index of query 0
 #pragma unroll
-        for (int r = tid; r < BM; r += 32) {
-          const int64_t i = m0 + r;
-          const bool in = i < seq.len_q;
-          l[r] = in ? a.lse[row0 + i] * kLog2e : INFINITY;
-          l[BM + r] = in ? a.delta[row0 + i] : 0.f;
+          for (int r = tid; r < BM; r += 32) {
+            const int64_t i = m0 + r;
+            const bool in = i < seq.len_q;
+            l[r] = in ? a.lse[row0 + i] * kLog2e : INFINITY;
+            l[BM + r] = in ? a.delta[row0 + i] : 0.f;
+          }
+          mbar_arrive(&full[s]);  // release: these stores are seen by whoever waits on full[s]
+          if (++s == kStages) s = 0, phase ^= 1, reuse = true;
         }
-        mbar_arrive(&full[s]);  // release: the stores above are seen by whoever waits on full[s]
-      }
     }
     return;
   }
 
-  setmaxnreg_inc<232>();
+  setmaxnreg_inc<240>();
   const int c = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
   const int64_t c0 = n0 + 64 * c, wk = c0 + 16 * warp;  // the consumer's and the warp's first keys
   const int64_t wlast = min(wk + 15, klast);
+  // Query positions from here on are relative to qb_lo, in 32 bits (the
+  // registers go to dK and dV): every band lies in [0, seqlen_q], below 2^31.
   const bool c_live = c0 <= klast;
-  const int64_t c_lo = c_live ? mask.q_lo(c0) : 0, c_hi = c_live ? mask.q_hi(min(c0 + 63, klast)) : 0;
-  const int64_t w_max_lo = mask.q_lo(wlast), w_min_hi = mask.q_hi(wk);
-  const int64_t row_lo[2] = {mask.q_lo(wk + g), mask.q_lo(wk + g + 8)};
-  const int64_t row_hi[2] = {mask.q_hi(wk + g), mask.q_hi(wk + g + 8)};
+  const auto rel = [&](int64_t i) { return int(i - qb_lo); };
+  const int c_lo = c_live ? rel(mask.q_lo(c0)) : 0, c_hi = c_live ? rel(mask.q_hi(min(c0 + 63, klast))) : 0;
+  const int w_max_lo = rel(mask.q_lo(wlast)), w_min_hi = rel(mask.q_hi(wk));
+  const int row_lo[2] = {rel(mask.q_lo(wk + g)), rel(mask.q_lo(wk + g + 8))};
+  const int row_hi[2] = {rel(mask.q_hi(wk + g)), rel(mask.q_hi(wk + g + 8))};
 
   float dv[D / 8][4] = {}, dk[D / 8][4] = {};  // d tile nt, key rows g / g + 8, columns 2qd, 2qd + 1
   if (tiles > 0) mbar_wait(&kv_full, 0);  // also before the epilogue overwrites K and V
   const T* k_rows = sk + 64 * c * 64;  // this consumer's keys of box 0
   const T* v_rows = sv + 64 * c * 64;
+  // the producer's walk: stage s, its use's parity, the tile's first query m0 (relative)
+  int s = 0, phase = 0, qt = 0;
   for (int64_t t = 0; t < tiles; ++t) {
-    const int s = int(t % kStages);
-    const int64_t m0 = qb_lo + t % q_tiles * BM;
-    mbar_wait(&full[s], int((t / kStages) & 1));
+    const int m0 = qt * BM;
+    mbar_wait(&full[s], phase);
     if (c_live && m0 < c_hi && m0 + BM > c_lo) {  // consumer-uniform
       const T* sq = sqg + 2 * s * BM * D;
       const T* sg = sq + BM * D;
@@ -1661,6 +1676,8 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
     }
     __syncwarp();  // every lane's wgmma and lse/delta reads of stage s are done
     if (lane == 0) mbar_arrive(&empty[s]);
+    if (++qt == q_tiles) qt = 0;
+    if (++s == kStages) s = 0, phase ^= 1;
   }
 
   // dK = scale dK, dV through this warp's own 16 rows of the K and V tiles,
