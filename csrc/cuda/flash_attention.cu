@@ -119,6 +119,27 @@
 //  Registers: dkv holds dK, dV (D/2 + D/2 floats a thread at D <= 128) and
 //  S^T, dP^T (BM/8 x 4 each); dq holds dQ (D/2) and S, dP (BN/8 x 4 each).
 //
+// Backward (WGMMA: what AUTO and WGMMA run on an sm_90 device with an sm_90a
+// build where the MMA rules hold, head_dim <= 128 and both sides have rows;
+// head_dim in (128, 256], or no query or no key row, runs MMA under WGMMA too,
+// and WGMMA is refused where the wgmma kernels cannot run). The MMA backward's
+// math and split (dq, dkv; delta as above) on the wgmma forward's block: a TMA
+// producer warpgroup and two consumer warpgroups of 64 output rows, D = 64 or
+// 128 (the fa3 backward section below):
+//  dq     a block per (b, h, 128 queries), last tiles first; Q and dO once,
+//         K/V tiles of 64 keys through a 2-stage ring; per tile S = Q K^T and
+//         dP = dO V^T (wgmma m64n64, k-major operands), dS in registers
+//         (dq_grads, the MMA kernel's), dQ += dS K (dS as wgmma's register A,
+//         K n-major through the transpose bit).
+//  dkv    a block per (b, kv head, 128 keys); K and V once, Q/dO tiles of 64
+//         queries (and their lse, delta) through the ring over the group's
+//         heads; S^T = K Q^T, dP^T = V dO^T (m64n64), P^T, dS^T (dkv_grads),
+//         dV += P^T dO, dK += dS^T Q (register A, dO / Q n-major, n = D).
+//  FLOPs as MMA's (14 Sq S' D). Shared memory: dq 65 / 129 KiB, dkv 66 / 130
+//  KiB at D = 64 / 128. Registers: consumers 240 (setmaxnreg; dkv at D = 128
+//  holds dK, dV, S^T, dP^T: 192 floats), producers 24; no spills (ptxas).
+//  Performance: not yet measured.
+//
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
 //
@@ -1369,10 +1390,13 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 //        D = 64: 65 KiB, D = 128: 129 KiB
 //   dkv: K, V [D/64][128][64] + 2 stages x (Q, dO [D/64][64][64], 64 lse and delta floats):
 //        D = 64: 66 KiB, D = 128: 130 KiB
-// Registers (a thread; setmaxnreg): dq's consumers hold dQ (D/2 floats) and S,
-// dP (32 each), 240; dkv's hold dK, dV (D/2 each) and S^T, dP^T (32 each): 192
-// floats at D = 128, 232 (its producer keeps 40 for the lse/delta loads; dq's
-// 24). Performance: not yet measured.
+// Registers (a thread; setmaxnreg 24 for the producers, 240 for the
+// consumers): dq's consumers hold dQ (D/2 floats) and S, dP (32 each); dkv's
+// dK, dV (D/2 each) and S^T, dP^T (32 each), 192 floats at D = 128, which is
+// why its loop keeps query positions in 32 bits relative to the block's first
+// query (64-bit ones spilled 48 bytes; at 232 registers, 24 bytes spilled).
+// No spills at D = 64 and 128, fp16 and bf16 (ptxas -v). Performance: not yet
+// measured.
 constexpr int kBwdRows = 128;  // dq's query rows and dkv's keys a block (two consumers of 64)
 constexpr int kBwdTile = 64;   // dq's keys and dkv's queries a ring tile
 template <int D>
