@@ -1745,26 +1745,32 @@ const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
   return nullptr;
 }
 
-// Launches dq then dkv, or returns `why` set (nothing launched) when a tensor
-// map cannot be made. Both sides have rows (the caller's rule).
-template <class T, int D>
-tc_status launch_backward(const char* op, const Bwd<T>& a, cudaStream_t stream, const char** why) {
+// The tensor maps of both kernels: dq reads Q and dO in boxes of kBwdRows
+// rows, K and V of kBwdTile; dkv the reverse.
+struct BwdMaps {
+  CUtensorMap q_rows, g_rows, k_rows, v_rows, q_tile, g_tile, k_tile, v_tile;
+};
+
+// false when the driver refuses one (AUTO then runs mma). Both sides have rows
+// (the caller's rule): a map of zero rows does not exist.
+template <class T>
+bool bwd_maps(BwdMaps* m, const Bwd<T>& a) {
   const bool varlen = a.seqs.cu_q;  // one packed tensor of total rows
   const int64_t rows_q = varlen ? a.seqs.total_q : a.seqlen_q, rows_k = varlen ? a.seqs.total_k : a.seqlen_k,
                 batch = varlen ? 1 : a.batch;
-  // dq reads Q and dO in boxes of kBwdRows rows, K and V of kBwdTile; dkv the reverse
-  CUtensorMap q_rows, g_rows, k_tile, v_tile, k_rows, v_rows, q_tile, g_tile;
-  if (!tensor_map(&q_rows, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBwdRows) ||
-      !tensor_map(&g_rows, a.go, a.gos, rows_q, a.heads_q, batch, a.head_dim, kBwdRows) ||
-      !tensor_map(&q_tile, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBwdTile) ||
-      !tensor_map(&g_tile, a.go, a.gos, rows_q, a.heads_q, batch, a.head_dim, kBwdTile) ||
-      !tensor_map(&k_rows, a.k, a.ks, rows_k, a.heads_kv, batch, a.head_dim, kBwdRows) ||
-      !tensor_map(&v_rows, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdRows) ||
-      !tensor_map(&k_tile, a.k, a.ks, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile) ||
-      !tensor_map(&v_tile, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile)) {
-    *why = "q, k, v and grad_o that TMA can describe";
-    return TC_OK;
-  }
+  return tensor_map(&m->q_rows, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->g_rows, a.go, a.gos, rows_q, a.heads_q, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->q_tile, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBwdTile) &&
+         tensor_map(&m->g_tile, a.go, a.gos, rows_q, a.heads_q, batch, a.head_dim, kBwdTile) &&
+         tensor_map(&m->k_rows, a.k, a.ks, rows_k, a.heads_kv, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->v_rows, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->k_tile, a.k, a.ks, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile) &&
+         tensor_map(&m->v_tile, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile);
+}
+
+// dq, then dkv (delta is in the workspace already).
+template <class T, int D>
+tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cudaStream_t stream) {
   const int64_t q_tiles = (a.seqlen_q + kBwdRows - 1) / kBwdRows, dq_blocks = a.batch * a.heads_q * q_tiles;
   const int64_t k_tiles = (a.seqlen_k + kBwdRows - 1) / kBwdRows, dkv_blocks = a.batch * a.heads_kv * k_tiles;
   TC_REQUIRE(dq_blocks <= INT32_MAX && dkv_blocks <= INT32_MAX,
@@ -1776,9 +1782,9 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, cudaStream_t stream, 
   auto dkv = attention_dkv_wgmma_kernel<T, D>;
   static std::atomic<uint64_t> dkv_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, dkv, kDkvSmem<D>, dkv_set));
-  dq<<<unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream>>>(q_rows, g_rows, k_tile, v_tile, a, q_tiles);
+  dq<<<unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream>>>(m.q_rows, m.g_rows, m.k_tile, m.v_tile, a, q_tiles);
   TC_RETURN_IF_ERROR(check_launch(op));
-  dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(k_rows, v_rows, q_tile, g_tile, a, k_tiles);
+  dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, a, k_tiles);
   return check_launch(op);
 }
 }  // namespace fa3
@@ -2190,27 +2196,32 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
     const Bwd<T> a = Bwd<T>::of(p);
     cudaStream_t stream = as_stream(p->stream);
     const int64_t rows_q = p->batch * p->heads_q * p->seqlen_q, rows_k = p->batch * p->heads_kv * p->seqlen_k;
+    // WGMMA (and AUTO where it runs): the wgmma backward at head_dim <= 128
+    // when both sides have rows; head_dim above 128, or no query or no key row
+    // (only zeros to write), runs MMA under WGMMA too. Decided (and WGMMA
+    // refused) before anything is launched.
+    fa3::BwdMaps maps;
+    bool wgmma = false;
+    if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      const bool packed_rows = !p->cu_seqlens_q || (p->total_q > 0 && p->total_k > 0);
+      if (!why && (p->algo == TC_ATTENTION_AUTO || p->algo == TC_ATTENTION_WGMMA) && p->head_dim <= 128 &&
+          rows_q > 0 && rows_k > 0 && packed_rows) {
+        const char* no = fa3::bwd_blocker<T>(p);
+        if (!no && !fa3::bwd_maps(&maps, a)) no = "q, k, v and grad_o that TMA can describe";
+        TC_REQUIRE(!no || p->algo != TC_ATTENTION_WGMMA, "%s: algo 3 (wgmma) needs %s (head_dim %lld)", op, no,
+                   (long long)p->head_dim);
+        wgmma = !no;
+      }
+    }
     // seqlen_q == 0: only dK, dV (zeros); seqlen_k == 0: only dQ (zeros, no delta needed)
     if (rows_q > 0 && rows_k > 0) {
       attention_delta_kernel<T><<<grid_1d(rows_q, kWarps), kWarps * 32, 0, stream>>>(a);
       TC_RETURN_IF_ERROR(check_launch(op));
     }
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
-      // WGMMA (and AUTO where it runs): the wgmma backward at head_dim <= 128
-      // when both sides have rows; head_dim above 128, or no query or no key
-      // row (only zeros to write), runs MMA under WGMMA too.
-      const bool packed_rows = !p->cu_seqlens_q || (p->total_q > 0 && p->total_k > 0);
-      if (!why && (p->algo == TC_ATTENTION_AUTO || p->algo == TC_ATTENTION_WGMMA) && p->head_dim <= 128 &&
-          rows_q > 0 && rows_k > 0 && packed_rows) {
-        const char* no = fa3::bwd_blocker<T>(p);
-        if (!no) {
-          tc_status s = p->head_dim <= 64 ? fa3::launch_backward<T, 64>(op, a, stream, &no)
-                                          : fa3::launch_backward<T, 128>(op, a, stream, &no);
-          if (s != TC_OK || !no) return s;
-        }
-        TC_REQUIRE(p->algo != TC_ATTENTION_WGMMA, "%s: algo 3 (wgmma) needs %s (head_dim %lld)", op, no,
-                   (long long)p->head_dim);
-      }
+      if (wgmma)
+        return p->head_dim <= 64 ? fa3::launch_backward<T, 64>(op, a, maps, stream)
+                                 : fa3::launch_backward<T, 128>(op, a, maps, stream);
       if (!why && p->algo != TC_ATTENTION_NAIVE) {
         if (p->head_dim <= 64) return fa2::launch_backward<T, 64>(op, a, rows_q > 0, rows_k > 0, stream);
         if (p->head_dim <= 128) return fa2::launch_backward<T, 128>(op, a, rows_q > 0, rows_k > 0, stream);
