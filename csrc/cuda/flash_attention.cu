@@ -1611,11 +1611,11 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
           if (reuse) mbar_wait(&empty[s], phase ^ 1);  // every lane: each stores into the stage below
           if (tid == 0) {
             mbar_expect_bytes(&full[s], 2 * BM * D * sizeof(T));
-            T* dq = sqg + 2 * s * BM * D;
+            T* dst = sqg + 2 * s * BM * D;  // Q, then dO
 #pragma unroll
             for (int x = 0; x < kBoxes; ++x) {
-              tma_load_4d(dq + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
-              tma_load_4d(dq + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+              tma_load_4d(dst + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+              tma_load_4d(dst + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
             }
           }
           float* l = sl + 2 * s * BM;
