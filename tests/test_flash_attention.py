@@ -148,19 +148,24 @@ def test_flash_attention_mma_refusals():
 
 @requires_cuda
 def test_flash_attention_backward_mma_refusals():
-    """The backward's mma variant refuses what it cannot run, naming what it
-    needs; auto falls back to the naive kernels (the variants test checks both)."""
+    """The backward's mma and wgmma variants refuse what they cannot run,
+    naming what they need; auto falls back to the naive kernels (the variants
+    test checks both)."""
     q, k, v = _qkv(1, 8, 8, 1, 1, 64, "cuda", torch.float32)
     o, lse = torch.ops.tinycuda.flash_attention(q, k, v)
     args = (torch.randn_like(o), q, k, v, o, lse, False, 0.125, -1, -1, 0.0, False)
     with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo 2 \(mma\) needs fp16 or bf16"):
         torch.ops.tinycuda.flash_attention_backward(*args, algo=2)
+    with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo 3 \(wgmma\) needs fp16 or bf16"):
+        torch.ops.tinycuda.flash_attention_backward(*args, algo=3)
     with pytest.raises(RuntimeError, match=r"^tinycuda::flash_attention_backward: algo must be 0 \(auto\), 1"):
         torch.ops.tinycuda.flash_attention_backward(*args, algo=4)
     half = [t.half() if isinstance(t, torch.Tensor) and t.dim() == 4 else t for t in args]
     half[0] = torch.randn(8 * 64 + 1, device="cuda").half()[1:].view(1, 8, 1, 64)  # grad_out off the 16-byte grid
     with pytest.raises(RuntimeError, match=r"flash_attention_backward: algo 2 \(mma\) needs 16-byte aligned"):
         torch.ops.tinycuda.flash_attention_backward(*half, algo=2)
+    with pytest.raises(RuntimeError, match=r"flash_attention_backward: algo 3 \(wgmma\) needs 16-byte aligned"):
+        torch.ops.tinycuda.flash_attention_backward(*half, algo=3)
     auto = torch.ops.tinycuda.flash_attention_backward(*half)
     naive = torch.ops.tinycuda.flash_attention_backward(*half, algo=1)
     for a, b in zip(auto, naive):

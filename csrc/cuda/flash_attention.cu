@@ -119,6 +119,27 @@
 //  Registers: dkv holds dK, dV (D/2 + D/2 floats a thread at D <= 128) and
 //  S^T, dP^T (BM/8 x 4 each); dq holds dQ (D/2) and S, dP (BN/8 x 4 each).
 //
+// Backward (WGMMA: what AUTO and WGMMA run on an sm_90 device with an sm_90a
+// build where the MMA rules hold, head_dim <= 128 and both sides have rows;
+// head_dim in (128, 256], or no query or no key row, runs MMA under WGMMA too,
+// and WGMMA is refused where the wgmma kernels cannot run). The MMA backward's
+// math and split (dq, dkv; delta as above) on the wgmma forward's block: a TMA
+// producer warpgroup and two consumer warpgroups of 64 output rows, D = 64 or
+// 128 (the fa3 backward section below):
+//  dq     a block per (b, h, 128 queries), last tiles first; Q and dO once,
+//         K/V tiles of 64 keys through a 2-stage ring; per tile S = Q K^T and
+//         dP = dO V^T (wgmma m64n64, k-major operands), dS in registers
+//         (dq_grads, the MMA kernel's), dQ += dS K (dS as wgmma's register A,
+//         K n-major through the transpose bit).
+//  dkv    a block per (b, kv head, 128 keys); K and V once, Q/dO tiles of 64
+//         queries (and their lse, delta) through the ring over the group's
+//         heads; S^T = K Q^T, dP^T = V dO^T (m64n64), P^T, dS^T (dkv_grads),
+//         dV += P^T dO, dK += dS^T Q (register A, dO / Q n-major, n = D).
+//  FLOPs as MMA's (14 Sq S' D). Shared memory: dq 65 / 129 KiB, dkv 66 / 130
+//  KiB at D = 64 / 128. Registers: consumers 240 (setmaxnreg; dkv at D = 128
+//  holds dK, dV, S^T, dP^T: 192 floats), producers 24; no spills (ptxas).
+//  Performance: not yet measured.
+//
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
 //
@@ -656,9 +677,85 @@ template <int D> constexpr size_t kDqSmemBytes = size_t(2 * kBlockM + 4 * kBlock
 
 // The row range [lo, hi) of one fragment row as columns of a tile at n0 of
 // width W, clamped to [0, W].
-template <int W>
-__device__ __forceinline__ int tile_col(int64_t v, int64_t n0) {
-  return int(max(int64_t(0), min(int64_t(W), v - n0)));
+template <int W, class I>
+__device__ __forceinline__ int tile_col(I v, I n0) {
+  return int(max(I(0), min(I(W), v - n0)));
+}
+
+// The backward's per-tile steps on a warp's fragments (mma.sync's m16n8
+// layout, [nt][2r + e]: row g + 8r of the warp's 16, column 8nt + 2qd + e),
+// shared by the mma.sync and wgmma kernels. Entries outside a row's band
+// [row_lo, row_hi) (as columns from n0) are zeroed only when `edge` (the tile
+// crosses an edge of the band, seqlen included). Masked entries are selected
+// to 0, not multiplied by 0, so a non-finite logit there stays out of dS; the
+// products after still multiply those zeros by the tile's rows, so inf in
+// any row of a tile gives NaN (as FA2).
+//
+// Positions (I: int64_t, or int relative to a block's first row) are
+// compared only to each other.
+//
+// dq's: rows are queries, columns keys; s = S, dp = dP in, dp = dS out:
+// dS = P (dP - delta_i) dcap(s), P = exp(logit(S) - lse_i); rl = lse_i log2(e)
+// (+inf: P = 0), rd = delta_i of the thread's two rows.
+template <int BN, class I, class L>
+__device__ __forceinline__ void dq_grads(const float (&s)[BN / 8][4], float (&dp)[BN / 8][4], const L& logit,
+                                         bool edge, const I (&row_lo)[2], const I (&row_hi)[2], I n0, int qd,
+                                         const float (&rl)[2], const float (&rd)[2]) {
+  auto grads = [&](auto masked) {
+    int clo[2] = {0, 0}, chi[2] = {BN, BN};
+    if constexpr (decltype(masked)::value)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) clo[r] = tile_col<BN>(row_lo[r], n0), chi[r] = tile_col<BN>(row_hi[r], n0);
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
+        const float x = logit(s[nt][e]);
+        const float p = exp2_approx(fmaf(x, kLog2e, -rl[r]));
+        const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
+        dp[nt][e] = out ? 0.f : p * (dp[nt][e] - rd[r]) * logit.dcap(x);
+      }
+  };
+  if (edge)
+    grads(std::true_type{});
+  else
+    grads(std::false_type{});
+}
+
+// dkv's: rows are keys, columns queries m0..; s = S^T, dp = dP^T in, s = P^T
+// and dp = dS^T out: P^T = exp(logit(S^T) - lse_i), dS^T = P^T (dP^T -
+// delta_i) dcap(s), lse_i log2(e) and delta_i of column i at lse2[i], dlt[i]
+// (shared memory; lse +inf: P = 0).
+template <int BM, class I, class L>
+__device__ __forceinline__ void dkv_grads(float (&s)[BM / 8][4], float (&dp)[BM / 8][4], const L& logit, bool edge,
+                                          const I (&row_lo)[2], const I (&row_hi)[2], I m0, int qd, const float* lse2,
+                                          const float* dlt) {
+  auto grads = [&](auto masked) {
+    int clo[2] = {0, 0}, chi[2] = {BM, BM};
+    if constexpr (decltype(masked)::value)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) clo[r] = tile_col<BM>(row_lo[r], m0), chi[r] = tile_col<BM>(row_hi[r], m0);
+#pragma unroll
+    for (int nt = 0; nt < BM / 8; ++nt) {
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + nt * 8 + 2 * qd);
+      const float2 d2 = *reinterpret_cast<const float2*>(dlt + nt * 8 + 2 * qd);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
+        const float x = logit(s[nt][e]);
+        const float p = exp2_approx(fmaf(x, kLog2e, -((e & 1) ? l2.y : l2.x)));  // lse = +inf: 0
+        const float ds = p * (dp[nt][e] - ((e & 1) ? d2.y : d2.x)) * logit.dcap(x);
+        const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
+        s[nt][e] = out ? 0.f : p;
+        dp[nt][e] = out ? 0.f : ds;
+      }
+    }
+  };
+  if (edge)
+    grads(std::true_type{});
+  else
+    grads(std::false_type{});
 }
 
 // dK, dV for keys [n0, n0 + 64) of (b, hk).
@@ -775,36 +872,8 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
     float s[BM / 8][4] = {}, dp[BM / 8][4] = {};
     two_products<T, BM, D>(s, dp, k_addr, v_addr, q_tile, g_tile, b_off);
 
-    // P^T = exp(logit(S^T) - lse_i) (0 outside the band: a per-element test
-    // only in tiles crossing its edge), dS^T = P^T (dP^T - delta_i) dcap.
-    // Masked entries are selected to 0, not multiplied by 0, so a non-finite
-    // logit there stays out of dS; the mma products after still multiply those
-    // zeros by the tile's rows, so inf in any row of a tile gives NaN (as FA2).
-    auto grads = [&](auto masked) {
-      int clo[2] = {0, 0}, chi[2] = {BM, BM};
-      if constexpr (decltype(masked)::value)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) clo[r] = tile_col<BM>(row_lo[r], m0), chi[r] = tile_col<BM>(row_hi[r], m0);
-#pragma unroll
-      for (int nt = 0; nt < BM / 8; ++nt) {
-        const float2 l2 = *reinterpret_cast<const float2*>(lse2 + nt * 8 + 2 * qd);
-        const float2 d2 = *reinterpret_cast<const float2*>(dlt + nt * 8 + 2 * qd);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
-          const float x = a.logit(s[nt][e]);
-          const float p = exp2_approx(fmaf(x, kLog2e, -((e & 1) ? l2.y : l2.x)));  // lse = +inf: 0
-          const float ds = p * (dp[nt][e] - ((e & 1) ? d2.y : d2.x)) * a.logit.dcap(x);
-          const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
-          s[nt][e] = out ? 0.f : p;
-          dp[nt][e] = out ? 0.f : ds;
-        }
-      }
-    };
-    if (m0 >= w_max_lo && m0 + BM <= w_min_hi)
-      grads(std::false_type{});
-    else
-      grads(std::true_type{});
+    // P^T, dS^T, zero outside the band (dkv_grads)
+    dkv_grads<BM>(s, dp, a.logit, !(m0 >= w_max_lo && m0 + BM <= w_min_hi), row_lo, row_hi, m0, qd, lse2, dlt);
 
     // dV += P^T dO, dK += dS^T Q. The A fragment of k16 step kk (queries
     // 16kk..16kk+15) is the accumulators of query tiles 2kk and 2kk+1:
@@ -948,26 +1017,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd
     two_products<T, BN, D>(s, dp, q_addr, g_addr, k_tile, v_tile, b_off);
 
     // dS = P (dP - delta_i) dcap, P = exp(logit(S) - lse_i), 0 outside the band
-    auto grads = [&](auto masked) {
-      int clo[2] = {0, 0}, chi[2] = {BN, BN};
-      if constexpr (decltype(masked)::value)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) clo[r] = tile_col<BN>(row_lo[r], n0), chi[r] = tile_col<BN>(row_hi[r], n0);
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
-          const float x = a.logit(s[nt][e]);
-          const float p = exp2_approx(fmaf(x, kLog2e, -rl[r]));
-          const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
-          dp[nt][e] = out ? 0.f : p * (dp[nt][e] - rd[r]) * a.logit.dcap(x);
-        }
-    };
-    if (n0 >= w_max_lo && n0 + BN <= w_min_hi)
-      grads(std::false_type{});
-    else
-      grads(std::true_type{});
+    dq_grads<BN>(s, dp, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd, rl, rd);
 
     // dQ += dS K: A = dS from the dP accumulators (key tiles 2kk, 2kk+1), K via .trans
 #pragma unroll
@@ -1291,6 +1341,450 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
   TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d query rows are too many for one launch", op,
              (long long)blocks, kBM);
   kernel<<<unsigned(blocks), kThreads3, kSmem<D>, stream>>>(tq, tk, tv, a, q_tiles);
+  return check_launch(op);
+}
+
+// ---------------------------------------------------------------------------
+// WGMMA backward (Hopper, sm_90a): the MMA backward's two kernels (dq, dkv;
+// delta stays attention_delta_kernel) in the forward's shape: 3 warpgroups, a
+// producer whose TMA thread fills a kStages ring of 128-byte swizzled boxes
+// (64 columns; zero-filled past seqlen and head_dim, or the next varlen
+// sequence's rows, masked), two consumers of 64 output rows each. D in {64,
+// 128} (a smaller D rounds up: TMA zero-fills the columns past head_dim).
+//
+// dq: a block per (b, h, 128 query rows), last query tiles first; Q and dO
+// loaded once, K and V tiles of 64 keys through the ring. Per tile, consumer c
+// (query rows 64c..):
+//   S  = Q K^T     wgmma_ss m64 n64, Q and K k-major
+//   dP = dO V^T    wgmma_ss m64 n64, dO and V k-major (one commit with S)
+//   dS = P (dP - delta_i) dcap(s), P = exp(logit(S) - lse_i)  (dq_grads, as MMA)
+//   dQ += dS K     wgmma_rs m64 n=D, dS from the accumulators (p_fragment),
+//                  K n-major (transpose bit) as it lies, [key][d]
+// dkv: a block per (b, kv head hk, 128 keys); K and V loaded once, then the
+// group's query heads and, in each, query tiles of 64 over [q_lo(first key),
+// q_hi(last key)) through the ring, with the tile's lse log2(e) and delta
+// (plain loads by the producer's first warp into the stage). Consumer c (keys
+// 64c..):
+//   S^T  = K Q^T   wgmma_ss m64 n64, K and Q k-major
+//   dP^T = V dO^T  wgmma_ss m64 n64
+//   P^T, dS^T      dkv_grads, as MMA
+//   dV += P^T dO   wgmma_rs m64 n=D, P^T from the accumulators, dO n-major
+//   dK += dS^T Q   wgmma_rs m64 n=D, Q n-major (one commit with dV)
+// dQ and dK are scaled once at the end and leave through their warp's own rows
+// of the Q (K, V) tile as 16-byte stores. One owner per output row, tiles in
+// a fixed order: no atomics, the same bits every run.
+//
+// A consumer skips the tiles outside its 64 rows' band (wgmma is
+// warpgroup-wide); a warp masks per element only tiles crossing its 16 rows'
+// band edge. Barriers: `q_full` (dq) / `kv_full` (dkv), count 1, the TMA
+// thread's expect_tx; `full[s]`, count 1 in dq, 33 in dkv (the TMA thread's
+// expect_tx and each of the producer warp's 32 lanes after storing lse/delta);
+// `empty[s]`, count 8: every consumer warp arrives once per tile, skipped
+// tiles included, from lane 0 after __syncwarp and after its last wgmma reading
+// the stage completed, so the producer overwrites a stage no warp still reads.
+// A block with no tile (no key in its queries' band, or no query seeing its
+// keys) loads nothing and writes zeros.
+//
+// Shared memory (+ 1 KiB to align the swizzled tiles on 1 KiB):
+//   dq:  Q, dO [D/64][128][64] + 2 stages x (K, V) [D/64][64][64]:
+//        D = 64: 65 KiB, D = 128: 129 KiB
+//   dkv: K, V [D/64][128][64] + 2 stages x (Q, dO [D/64][64][64], 64 lse and delta floats):
+//        D = 64: 66 KiB, D = 128: 130 KiB
+// Registers (a thread; setmaxnreg 24 for the producers, 240 for the
+// consumers): dq's consumers hold dQ (D/2 floats) and S, dP (32 each); dkv's
+// dK, dV (D/2 each) and S^T, dP^T (32 each), 192 floats at D = 128, which is
+// why its loop keeps query positions in 32 bits relative to the block's first
+// query (64-bit ones spilled 48 bytes; at 232 registers, 24 bytes spilled).
+// No spills at D = 64 and 128, fp16 and bf16 (ptxas -v). Performance: not yet
+// measured.
+constexpr int kBwdRows = 128;  // dq's query rows and dkv's keys a block (two consumers of 64)
+constexpr int kBwdTile = 64;   // dq's keys and dkv's queries a ring tile
+template <int D>
+constexpr size_t kDqSmem = size_t(2 * kBwdRows + 2 * kStages * kBwdTile) * D * 2 + 1024;
+template <int D>
+constexpr size_t kDkvSmem = kDqSmem<D> + size_t(2 * kStages * kBwdTile) * sizeof(float);
+
+template <class T>
+__device__ __forceinline__ T* align_1k(unsigned char* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads3, 1)
+attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
+                          const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                          const Bwd<T> a, int64_t q_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BM = kBwdRows, BN = kBwdTile, kBoxes = D / 64;
+  extern __shared__ unsigned char smem_raw[];
+  T* sq = align_1k<T>(smem_raw);  // Q [kBoxes][BM][64]; at the end dQ
+  T* sg = sq + BM * D;            // dO, the same
+  T* skv = sg + BM * D;           // stage s: K at skv + 2 s BN D, V right after
+  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages];
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * BM;
+  const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
+  const AttentionSeq seq = a.seqs.seq(b);
+  if (m0 >= seq.len_q) return;  // past this (varlen) sequence
+  const int64_t last = min(m0 + BM, seq.len_q) - 1;
+  const AttentionMask& mask = seq.mask;
+  const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
+  const int tiles = kv_lo < kv_hi ? int((kv_hi - kv_lo + BN - 1) / BN) : 0;
+  // TMA coordinates as the forward's (a varlen batch is one packed tensor)
+  const int tb = a.seqs.cu_q ? 0 : int(b), tq0 = int(seq.q0 + m0), tk0 = int(seq.k0 + kv_lo);
+
+  if (threadIdx.x == 0) {
+    mbar_init(&q_full, 1);
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    setmaxnreg_dec<24>();
+    if (tid == 0 && tiles > 0) {
+      mbar_expect_bytes(&q_full, 2 * BM * D * sizeof(T));
+#pragma unroll
+      for (int x = 0; x < kBoxes; ++x) {
+        tma_load_4d(sq + x * BM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
+        tma_load_4d(sg + x * BM * 64, &tg, 64 * x, tq0, int(h), tb, &q_full);
+      }
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+        mbar_expect_bytes(&full[s], 2 * BN * D * sizeof(T));
+        T* sk = skv + 2 * s * BN * D;
+        const int n0 = tk0 + t * BN;
+#pragma unroll
+        for (int x = 0; x < kBoxes; ++x) {
+          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, &full[s]);
+          tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, &full[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<240>();
+  const int c = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int64_t c0 = m0 + 64 * c, wrow = c0 + 16 * warp;  // the consumer's and the warp's first rows
+  const int64_t wlast = min(wrow + 15, last);
+  const bool c_live = c0 <= last;
+  const int64_t c_lo = c_live ? mask.lo(c0) : 0, c_hi = c_live ? mask.hi(min(c0 + 63, last)) : 0;
+  const int64_t w_max_lo = mask.lo(wlast), w_min_hi = mask.hi(wrow);
+  const int64_t row_lo[2] = {mask.lo(wrow + g), mask.lo(wrow + g + 8)};
+  const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
+  // this thread's rows' lse log2(e) and delta (rows past the sequence: P = 0)
+  float rl[2], rd[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = wrow + g + 8 * r;
+    rl[r] = i <= last ? a.lse[bh * a.seqlen_q + i] * kLog2e : INFINITY;
+    rd[r] = i <= last ? a.delta[bh * a.seqlen_q + i] : 0.f;
+  }
+
+  float acc[D / 8][4] = {};  // dQ: d tile nt, rows g / g + 8, columns 2qd, 2qd + 1
+  if (tiles > 0) mbar_wait(&q_full, 0);  // also before the epilogue overwrites Q: the copy has landed
+  const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
+  const T* g_rows = sg + 64 * c * 64;
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kStages;
+    const int64_t n0 = kv_lo + int64_t(t) * BN;
+    mbar_wait(&full[s], (t / kStages) & 1);
+    if (c_live && n0 < c_hi && n0 + BN > c_lo) {  // consumer-uniform
+      const T* sk = skv + 2 * s * BN * D;
+      const T* sv = sk + BN * D;
+      float sacc[BN / 8][4], dpacc[BN / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)  // 16 columns of box kk / 4
+        wgmma_ss<T, BN, false, false>(reinterpret_cast<float(&)[BN / 2]>(sacc),
+                                      wgmma_desc(q_rows + (kk / 4) * BM * 64 + kk % 4 * 16),
+                                      wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_ss<T, BN, false, false>(reinterpret_cast<float(&)[BN / 2]>(dpacc),
+                                      wgmma_desc(g_rows + (kk / 4) * BM * 64 + kk % 4 * 16),
+                                      wgmma_desc(sv + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
+      wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(dpacc));
+
+      dq_grads<BN>(sacc, dpacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd, rl,
+                   rd);
+
+      uint32_t da[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T, BN>(da[kk], dpacc, kk);
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)  // keys 16kk.. are rows 16kk.. of every K box
+        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), da[kk],
+                             wgmma_desc_mn(sk + kk * 16 * 64, BN * 64 * sizeof(T)));
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+    }
+    __syncwarp();  // every lane's wgmma reading stage s has completed
+    if (lane == 0) mbar_arrive(&empty[s]);
+  }
+
+  // dQ = scale dQ through this warp's own 16 rows of the Q tile (its
+  // consumer's reads of them ended with its last wgmma), then 16-byte stores.
+  const int rw = 64 * c + 16 * warp;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(sq + swizzled<BM>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
+          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (D / 8); i += 32) {
+    const int r = i / (D / 8), col = i % (D / 8) * 8;
+    if (wrow + r <= last && col < a.head_dim)
+      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + wrow + r, h) + col) =
+          *reinterpret_cast<const uint4*>(sq + swizzled<BM>(rw + r, col));
+  }
+#endif
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads3, 1)
+attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                           const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
+                           const Bwd<T> a, int64_t k_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BN = kBwdRows, BM = kBwdTile, kBoxes = D / 64;
+  extern __shared__ unsigned char smem_raw[];
+  T* sk = align_1k<T>(smem_raw);  // K [kBoxes][BN][64]; at the end dK
+  T* sv = sk + BN * D;            // V, the same; at the end dV
+  T* sqg = sv + BN * D;           // stage s: Q at sqg + 2 s BM D, dO right after
+  float* sl = reinterpret_cast<float*>(sqg + 2 * kStages * BM * D);  // stage s: lse log2(e) at sl + 2 s BM, delta after
+  __shared__ __align__(8) uint64_t kv_full, full[kStages], empty[kStages];
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int64_t id = blockIdx.x, bg = id / k_tiles, n0 = id % k_tiles * BN;
+  const int64_t hk = bg % a.heads_kv, b = bg / a.heads_kv;
+  const AttentionSeq seq = a.seqs.seq(b);
+  if (n0 >= seq.len_k) return;  // past this (varlen) sequence's keys
+  const int64_t klast = min(n0 + BN, seq.len_k) - 1;
+  const AttentionMask& mask = seq.mask;
+  // q_lo and q_hi are monotone in j: the block's queries are [q_lo(n0), q_hi(klast)), per query head
+  const int64_t qb_lo = mask.q_lo(n0), qb_hi = mask.q_hi(klast);
+  // Query tiles per head (32-bit: seqlen_q < 2^31, the blocker's rule); the
+  // ring walks tiles = group x q_tiles of them, head by head.
+  const int q_tiles = qb_lo < qb_hi ? int((qb_hi - qb_lo + BM - 1) / BM) : 0;
+  const int64_t tiles = a.group * q_tiles;
+  const int tb = a.seqs.cu_q ? 0 : int(b), tk0 = int(seq.k0 + n0);
+
+  if (threadIdx.x == 0) {
+    mbar_init(&kv_full, 1);
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1 + 32), mbar_init(&empty[s], 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer: thread 0 issues the copies, its warp loads lse and delta
+    setmaxnreg_dec<24>();
+    if (tid < 32 && tiles > 0) {
+      if (tid == 0) {
+        mbar_expect_bytes(&kv_full, 2 * BN * D * sizeof(T));
+#pragma unroll
+        for (int x = 0; x < kBoxes; ++x) {
+          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, tk0, int(hk), tb, &kv_full);
+          tma_load_4d(sv + x * BN * 64, &tv, 64 * x, tk0, int(hk), tb, &kv_full);
+        }
+      }
+      // Query tile qt of head h: rows qb_lo + qt BM..; rows past the sequence:
+      // lse = +inf (P = 0), delta = 0. The ring's stage s, the parity of its
+      // current use, and whether it held an earlier tile (whose release by
+      // `empty` the copies must wait for).
+      int s = 0, phase = 0;
+      bool reuse = false;
+      for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h)
+        for (int qt = 0; qt < q_tiles; ++qt) {
+          const int64_t m0 = qb_lo + int64_t(qt) * BM;
+          if (reuse) mbar_wait(&empty[s], phase ^ 1);  // every lane: each stores into the stage below
+          if (tid == 0) {
+            mbar_expect_bytes(&full[s], 2 * BM * D * sizeof(T));
+            T* dst = sqg + 2 * s * BM * D;  // Q, then dO
+#pragma unroll
+            for (int x = 0; x < kBoxes; ++x) {
+              tma_load_4d(dst + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+              tma_load_4d(dst + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+            }
+          }
+          float* l = sl + 2 * s * BM;
+          const int64_t row0 = (b * a.heads_q + h) * a.seqlen_q;  // lse / delta index of query 0
+#pragma unroll
+          for (int r = tid; r < BM; r += 32) {
+            const int64_t i = m0 + r;
+            const bool in = i < seq.len_q;
+            l[r] = in ? a.lse[row0 + i] * kLog2e : INFINITY;
+            l[BM + r] = in ? a.delta[row0 + i] : 0.f;
+          }
+          mbar_arrive(&full[s]);  // release: these stores are seen by whoever waits on full[s]
+          if (++s == kStages) s = 0, phase ^= 1, reuse = true;
+        }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<240>();
+  const int c = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int64_t c0 = n0 + 64 * c, wk = c0 + 16 * warp;  // the consumer's and the warp's first keys
+  const int64_t wlast = min(wk + 15, klast);
+  // Query positions from here on are relative to qb_lo, in 32 bits (the
+  // registers go to dK and dV): every band lies in [0, seqlen_q], below 2^31.
+  const bool c_live = c0 <= klast;
+  const auto rel = [&](int64_t i) { return int(i - qb_lo); };
+  const int c_lo = c_live ? rel(mask.q_lo(c0)) : 0, c_hi = c_live ? rel(mask.q_hi(min(c0 + 63, klast))) : 0;
+  const int w_max_lo = rel(mask.q_lo(wlast)), w_min_hi = rel(mask.q_hi(wk));
+  const int row_lo[2] = {rel(mask.q_lo(wk + g)), rel(mask.q_lo(wk + g + 8))};
+  const int row_hi[2] = {rel(mask.q_hi(wk + g)), rel(mask.q_hi(wk + g + 8))};
+
+  float dv[D / 8][4] = {}, dk[D / 8][4] = {};  // d tile nt, key rows g / g + 8, columns 2qd, 2qd + 1
+  if (tiles > 0) mbar_wait(&kv_full, 0);  // also before the epilogue overwrites K and V
+  const T* k_rows = sk + 64 * c * 64;  // this consumer's keys of box 0
+  const T* v_rows = sv + 64 * c * 64;
+  // the producer's walk: stage s, its use's parity, the tile's first query m0 (relative)
+  int s = 0, phase = 0, qt = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int m0 = qt * BM;
+    mbar_wait(&full[s], phase);
+    if (c_live && m0 < c_hi && m0 + BM > c_lo) {  // consumer-uniform
+      const T* sq = sqg + 2 * s * BM * D;
+      const T* sg = sq + BM * D;
+      const float* lse2 = sl + 2 * s * BM;
+      float st[BM / 8][4], dpt[BM / 8][4];  // [nt]: queries 8nt.., key rows g / g + 8, queries 2qd, 2qd + 1
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_ss<T, BM, false, false>(reinterpret_cast<float(&)[BM / 2]>(st),
+                                      wgmma_desc(k_rows + (kk / 4) * BN * 64 + kk % 4 * 16),
+                                      wgmma_desc(sq + (kk / 4) * BM * 64 + kk % 4 * 16), kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_ss<T, BM, false, false>(reinterpret_cast<float(&)[BM / 2]>(dpt),
+                                      wgmma_desc(v_rows + (kk / 4) * BN * 64 + kk % 4 * 16),
+                                      wgmma_desc(sg + (kk / 4) * BM * 64 + kk % 4 * 16), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[BM / 2]>(st));
+      wgmma_pin(reinterpret_cast<float(&)[BM / 2]>(dpt));
+
+      dkv_grads<BM>(st, dpt, a.logit, !(m0 >= w_max_lo && m0 + BM <= w_min_hi), row_lo, row_hi, m0, qd, lse2,
+                    lse2 + BM);
+
+      uint32_t pa[BM / 16][4], da[BM / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk) p_fragment<T, BM>(pa[kk], st, kk), p_fragment<T, BM>(da[kk], dpt, kk);
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dv));
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dk));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk) {  // queries 16kk.. are rows 16kk.. of every dO and Q box
+        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(dv), pa[kk],
+                             wgmma_desc_mn(sg + kk * 16 * 64, BM * 64 * sizeof(T)));
+        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(dk), da[kk],
+                             wgmma_desc_mn(sq + kk * 16 * 64, BM * 64 * sizeof(T)));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dv));
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dk));
+    }
+    __syncwarp();  // every lane's wgmma and lse/delta reads of stage s are done
+    if (lane == 0) mbar_arrive(&empty[s]);
+    if (++qt == q_tiles) qt = 0;
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+
+  // dK = scale dK, dV through this warp's own 16 rows of the K and V tiles,
+  // then 16-byte stores.
+  const int rw = 64 * c + 16 * warp;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int off = swizzled<BN>(rw + g + 8 * r, nt * 8 + 2 * qd);
+      *reinterpret_cast<uint32_t*>(sk + off) = pack2<T>(dk[nt][2 * r] * a.scale, dk[nt][2 * r + 1] * a.scale);
+      *reinterpret_cast<uint32_t*>(sv + off) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
+    }
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (D / 8); i += 32) {
+    const int r = i / (D / 8), col = i % (D / 8) * 8;
+    if (wk + r <= klast && col < a.head_dim) {
+      const int off = swizzled<BN>(rw + r, col);
+      *reinterpret_cast<uint4*>(at(a.gk, a.gks, b, seq.k0 + wk + r, hk) + col) =
+          *reinterpret_cast<const uint4*>(sk + off);
+      *reinterpret_cast<uint4*>(at(a.gv, a.gvs, b, seq.k0 + wk + r, hk) + col) =
+          *reinterpret_cast<const uint4*>(sv + off);
+    }
+  }
+#endif
+}
+
+// Why the wgmma backward cannot run this problem (beyond fa2::bwd_blocker's
+// rules, which it shares), or nullptr when it can.
+template <class T>
+const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
+  int dev = 0;
+  if (!hopper_runs<attention_dq_wgmma_kernel<T, 128>>(&dev) || !hopper_runs<attention_dkv_wgmma_kernel<T, 128>>(&dev))
+    return "an sm_90 device and a build with sm_90a";
+  if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX ||
+      (p->cu_seqlens_q && (p->total_q > INT32_MAX || p->total_k > INT32_MAX)))
+    return "sizes below 2^31 (TMA coordinates are 32-bit)";
+  const size_t smem = p->head_dim <= 64 ? kDkvSmem<64> : kDkvSmem<128>;  // dkv's is the larger
+  if (size_t(smem_optin()) < smem) return "more shared memory per block than this device allows";
+  return nullptr;
+}
+
+// The tensor maps of both kernels: dq reads Q and dO in boxes of kBwdRows
+// rows, K and V of kBwdTile; dkv the reverse.
+struct BwdMaps {
+  CUtensorMap q_rows, g_rows, k_rows, v_rows, q_tile, g_tile, k_tile, v_tile;
+};
+
+// false when the driver refuses one (AUTO then runs mma). Both sides have rows
+// (the caller's rule): a map of zero rows does not exist.
+template <class T>
+bool bwd_maps(BwdMaps* m, const Bwd<T>& a) {
+  const bool varlen = a.seqs.cu_q;  // one packed tensor of total rows
+  const int64_t rows_q = varlen ? a.seqs.total_q : a.seqlen_q, rows_k = varlen ? a.seqs.total_k : a.seqlen_k,
+                batch = varlen ? 1 : a.batch;
+  return tensor_map(&m->q_rows, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->g_rows, a.go, a.gos, rows_q, a.heads_q, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->q_tile, a.q, a.qs, rows_q, a.heads_q, batch, a.head_dim, kBwdTile) &&
+         tensor_map(&m->g_tile, a.go, a.gos, rows_q, a.heads_q, batch, a.head_dim, kBwdTile) &&
+         tensor_map(&m->k_rows, a.k, a.ks, rows_k, a.heads_kv, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->v_rows, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdRows) &&
+         tensor_map(&m->k_tile, a.k, a.ks, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile) &&
+         tensor_map(&m->v_tile, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile);
+}
+
+// dq, then dkv (delta is in the workspace already).
+template <class T, int D>
+tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cudaStream_t stream) {
+  const int64_t q_tiles = (a.seqlen_q + kBwdRows - 1) / kBwdRows, dq_blocks = a.batch * a.heads_q * q_tiles;
+  const int64_t k_tiles = (a.seqlen_k + kBwdRows - 1) / kBwdRows, dkv_blocks = a.batch * a.heads_kv * k_tiles;
+  TC_REQUIRE(dq_blocks <= INT32_MAX && dkv_blocks <= INT32_MAX,
+             "%s: %lld (dq) and %lld (dkv) blocks of %d rows are too many for one launch", op, (long long)dq_blocks,
+             (long long)dkv_blocks, kBwdRows);
+  auto dq = attention_dq_wgmma_kernel<T, D>;
+  static std::atomic<uint64_t> dq_set{0};
+  TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqSmem<D>, dq_set));
+  auto dkv = attention_dkv_wgmma_kernel<T, D>;
+  static std::atomic<uint64_t> dkv_set{0};
+  TC_RETURN_IF_ERROR(smem_opt_in(op, dkv, kDkvSmem<D>, dkv_set));
+  dq<<<unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream>>>(m.q_rows, m.g_rows, m.k_tile, m.v_tile, a, q_tiles);
+  TC_RETURN_IF_ERROR(check_launch(op));
+  dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, a, k_tiles);
   return check_launch(op);
 }
 }  // namespace fa3
@@ -1694,20 +2188,40 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
   return dispatch_cuda(p->dtype, op, [&](auto tag) -> tc_status {
     using T = decltype(tag);
     const char* why = fa2::bwd_blocker<T>(p);
-    // WGMMA is the forward's; its backward runs MMA
-    TC_REQUIRE(!why || p->algo < TC_ATTENTION_MMA, "%s: algo %d (mma) needs %s (dtype %d, head_dim %lld)", op,
-               int(p->algo), why, int(p->dtype), (long long)p->head_dim);
+    TC_REQUIRE(!why || p->algo < TC_ATTENTION_MMA, "%s: algo %d (%s) needs %s (dtype %d, head_dim %lld)", op,
+               int(p->algo), p->algo == TC_ATTENTION_MMA ? "mma" : "wgmma", why, int(p->dtype),
+               (long long)p->head_dim);
     TC_REQUIRE(!why || p->head_dim <= kMaxNaiveDim, "%s: head_dim must be <= %d on CUDA, got %lld", op,
                kMaxNaiveDim, (long long)p->head_dim);
     const Bwd<T> a = Bwd<T>::of(p);
     cudaStream_t stream = as_stream(p->stream);
     const int64_t rows_q = p->batch * p->heads_q * p->seqlen_q, rows_k = p->batch * p->heads_kv * p->seqlen_k;
+    // WGMMA (and AUTO where it runs): the wgmma backward at head_dim <= 128
+    // when both sides have rows; head_dim above 128, or no query or no key row
+    // (only zeros to write), runs MMA under WGMMA too. Decided (and WGMMA
+    // refused) before anything is launched.
+    fa3::BwdMaps maps;
+    bool wgmma = false;
+    if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      const bool packed_rows = !p->cu_seqlens_q || (p->total_q > 0 && p->total_k > 0);
+      if (!why && (p->algo == TC_ATTENTION_AUTO || p->algo == TC_ATTENTION_WGMMA) && p->head_dim <= 128 &&
+          rows_q > 0 && rows_k > 0 && packed_rows) {
+        const char* no = fa3::bwd_blocker<T>(p);
+        if (!no && !fa3::bwd_maps(&maps, a)) no = "q, k, v and grad_o that TMA can describe";
+        TC_REQUIRE(!no || p->algo != TC_ATTENTION_WGMMA, "%s: algo 3 (wgmma) needs %s (head_dim %lld)", op, no,
+                   (long long)p->head_dim);
+        wgmma = !no;
+      }
+    }
     // seqlen_q == 0: only dK, dV (zeros); seqlen_k == 0: only dQ (zeros, no delta needed)
     if (rows_q > 0 && rows_k > 0) {
       attention_delta_kernel<T><<<grid_1d(rows_q, kWarps), kWarps * 32, 0, stream>>>(a);
       TC_RETURN_IF_ERROR(check_launch(op));
     }
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      if (wgmma)
+        return p->head_dim <= 64 ? fa3::launch_backward<T, 64>(op, a, maps, stream)
+                                 : fa3::launch_backward<T, 128>(op, a, maps, stream);
       if (!why && p->algo != TC_ATTENTION_NAIVE) {
         if (p->head_dim <= 64) return fa2::launch_backward<T, 64>(op, a, rows_q > 0, rows_k > 0, stream);
         if (p->head_dim <= 128) return fa2::launch_backward<T, 128>(op, a, rows_q > 0, rows_k > 0, stream);
