@@ -560,8 +560,7 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
 // The grid is persistent: one block per SM walks output tiles (batches
 // included) in grouped order, and the stage ring runs on across tiles, so the
 // producer loads the next tile's first stages while the consumers store this
-// one. Stores go through shared memory as whole 128-byte rows (store_tile;
-// store_acc where C is added to or float32).
+// one. Stores go through shared memory (store_out).
 // The epilogue adds the bias to the fp32 accumulators, rounds them to the
 // output type (P), and writes P to pre and act(P) to C, as unfused torch
 // would compute F.gelu(F.linear(...)), without P's round trip to memory.
@@ -575,11 +574,9 @@ namespace wg {
 constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kConsumers = 2, kThreads = 128 * (kConsumers + 1);
 constexpr int kATile = BM * BK, kBTile = BN * BK;  // elements
 constexpr int kBox = 64;                           // an m/n-major box is 64 elements (128 bytes) wide
-// a consumer's epilogue slab, in elements of T: 64 rows x 64 columns of T
-// (store_tile) or of float (store_acc)
-constexpr int kOut = 64 * 64 * 2;
+constexpr int kOut = 64 * 64;  // a consumer's epilogue slab, floats: 64 rows x 64 columns (store_out)
 // 192 KiB of stages, 32 KiB of epilogue slabs, slack to align to 1 KiB: 225 of the 227 KiB a block may have
-constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + kConsumers * kOut * 2 + 1024;
+constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + kConsumers * kOut * 4 + 1024;
 
 // k-tile t of one operand into a stage: a k-major operand is one [rows][64 k]
 // box; an m/n-major one is rows/64 boxes of [64 k][64 i], 8 KiB apart.
@@ -604,103 +601,72 @@ __device__ __forceinline__ uint64_t tile_desc(const T* tile, int kk) {
 }
 
 // A consumer's 64 x 256 outputs, d[4j + 2h + e] at row 16 w + g + 8h and
-// column 8j + 2q + e (w the warp, lane = 4g + q), plus bias, rounded to T
-// (that is P), in 64-column slabs through an 8 KiB shared tile, so that the
-// global stores are whole 128-byte rows (16 bytes a thread) instead of the
-// fragments' 4 bytes in 8 rows, which wrote twice the sectors (bmm with
-// K = 128 ran at a third of cuBLAS). From the tile, P goes to pre and
-// act(P) to C. The tile's rows are 128 bytes, 16-byte chunk c of row r at
-// c ^ (r % 8): the fragment writes (8 rows x 4 bytes x 4 chunks a warp) and
-// the row reads are both free of bank conflicts.
+// column 8j + 2q + e (w the warp, lane = 4g + q), into C: P = d + bias, and
+// C = act(P) (with pre = P), C += P (Out::add) or a float32 C (Out::cf), each
+// with one rounding, as Out::put would. The fragments go to shared memory as
+// float32, 64 rows x kCols columns a slab (kCols = 64 for a 16-bit C, 32 for
+// float32: 16 or 8 KiB), and come back 4 consecutive columns a thread (the
+// same 4 in every slab: 128 threads are whole rows of 16 or 8 chunks), where
+// the bias is added with 4 loads a slab and C, pre and the old C are moved
+// as one 8- or 16-byte access each: a warp covers whole 32-byte sectors.
+// Why this shape (H200, bf16, x @ W^T at 16384 x 3072, gemm_ksweep.py's fit
+// over K): the mainloop ran 0.68 us a k-tile, cuBLAS's rate, but a tile cost
+// 6.4 us besides (cuBLAS: 1.8) when the epilogue staged T-rounded pairs and
+// loaded two bias values per fragment pair with 64-bit bounds tests each
+// (~600 instructions a slab); the accumulating epilogue before that stored
+// straight from the fragments, each 16-bit load converted as it landed, so
+// the loads waited one after another (grad_weight += at K = 512: 3.74 ms
+// against cuBLAS's 1.12 on the H100). An add reads C's next slab (raw bits)
+// before this slab's adds, two slabs in flight, and prefetch_out has asked
+// L2 for the tile while its k-tiles were multiplied. Staged rows swizzle
+// 16-byte chunk x to x ^ 2 (r % 4): a warp's fragment writes (8 rows x 32
+// bytes) take 2 wavefronts, the minimum for 256 bytes.
+// store_out's cold paths, out of line: 4 outputs of C element by element (a
+// ragged or misaligned C) and act() of 4 values. Inlined at each of its 32
+// items a thread, their code (erf, tanh, 64-bit bounds) grew the kernel to
+// ~17k instructions, and the epilogue ran slower than this one by ~4 us a
+// tile (instruction-cache misses: fc + GELU forward took twice as long).
+template <class C>
+__device__ __noinline__ Vec<C, 4> get4(const C* p, int64_t n_valid) {
+  Vec<C, 4> v{};
+  for (int e = 0; e < 4 && e < n_valid; ++e) v.v[e] = p[e];
+  return v;
+}
+template <class C>
+__device__ __noinline__ void put4(C* p, Vec<C, 4> v, int64_t n_valid) {
+  for (int e = 0; e < 4 && e < n_valid; ++e) p[e] = v.v[e];
+}
 template <class T>
-__device__ __forceinline__ void store_tile(const float (&d)[128], T* staged, int64_t m0, int64_t n0, int64_t M,
-                                           int64_t N, const T* bias, T* pre, int act, T* C, int c, int tid) {
-  const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
-  const bool vec = N % 8 == 0 && reinterpret_cast<uintptr_t>(C) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(pre) % 16 == 0;
-#pragma unroll
-  for (int slab = 0; slab < 4; ++slab) {
-    named_barrier(1 + c, 128);  // the previous slab's reads are done
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const int j = 8 * slab + jj;
-      const int64_t n = n0 + 8 * j + 2 * q;
-      const float b0 = bias && n < N ? to_acc(bias[n]) : 0.0f, b1 = bias && n + 1 < N ? to_acc(bias[n + 1]) : 0.0f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * w + g + 8 * h;
-        T pair[2] = {from_acc<T>(d[4 * j + 2 * h] + b0), from_acc<T>(d[4 * j + 2 * h + 1] + b1)};
-        *reinterpret_cast<uint32_t*>(staged + r * 64 + ((jj ^ (r % 8)) * 8) + 2 * q) =
-            *reinterpret_cast<const uint32_t*>(pair);
-      }
-    }
-    named_barrier(1 + c, 128);  // the slab is in shared memory
-#pragma unroll 1
-    for (int i = tid; i < 64 * 8; i += 128) {
-      const int r = i / 8, chunk = i % 8;
-      const int64_t m = m0 + r, n = n0 + 64 * slab + 8 * chunk;
-      if (m >= M || n >= N) continue;
-      Vec<T> v = load_vec<T>(staged + r * 64 + ((chunk ^ (r % 8)) * 8));
-      const int64_t at = m * N + n;
-      const int e_end = N - n < 8 ? int(N - n) : 8;
-      if (pre) {
-        if (vec) store_vec(pre + at, v);
-        else for (int e = 0; e < e_end; ++e) pre[at + e] = v.v[e];
-      }
-      if (act != TC_ACT_NONE)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(activate(act, to_acc(v.v[e])));
-      if (vec) store_vec(C + at, v);
-      else for (int e = 0; e < e_end; ++e) C[at + e] = v.v[e];
-    }
-  }
+__device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
+  for (int e = 0; e < 4; ++e) v.v[e] = from_acc<T>(activate(act, to_acc(v.v[e])));
+  return v;
 }
 
-// The same outputs for an accumulating or float32 C (Out::add, Out::cf), also
-// through shared memory: P = d (+ bias) in float32, 64 rows x kCols columns a
-// slab (kCols = 64 for a 16-bit C, 32 for float32: 16 or 8 KiB), read back
-// as 4 consecutive columns a thread, added to C's values and stored with one
-// rounding, as Out::put would. Each access of C is then 8 or 16 bytes and a
-// warp's 4 or 2 rows are whole 32-byte sectors. Straight from the fragments
-// (the previous epilogue) a thread's values were column pairs in 8 rows, a
-// 16-bit pair half a sector, and each 16-bit load was converted as it landed,
-// so the loads of a batch waited one after another: fused_linear_cross_
-// entropy's grad_weight += grad_c.T @ hidden_c (M = 128256, N = 4096,
-// K = 512, bf16 C) took 3.74 ms against cuBLAS's 1.12 (H100; ncu: DRAM 18%,
-// SM 14% busy). Here C's next slab is read (raw bits, kItems 8- or 16-byte
-// loads a thread) before this slab is added, so a thread has two slabs'
-// loads in flight, and prefetch_out has brought the tile into L2 while its
-// k-tiles were multiplied. Staged rows swizzle 16-byte chunk x to
-// x ^ 2 (r % 4): a warp's fragment writes (8 rows x 32 bytes) then take 2
-// wavefronts, the minimum for 256 bytes, and its row reads 4 for 512.
 template <class T, bool kF>
-__device__ __forceinline__ void store_acc(const float (&d)[128], float* staged, int64_t m0, int64_t n0, int64_t M,
-                                          int64_t N, const T* bias, const Out<T>& out, int c, int tid) {
+__device__ __forceinline__ void store_out(const float (&d)[128], float* staged, int64_t m0, int64_t n0, int64_t M,
+                                          int64_t N, const T* bias, T* pre, int act, const Out<T>& out, int c,
+                                          int tid) {
   using C = std::conditional_t<kF, float, T>;
-  using Raw = std::conditional_t<kF, uint4, uint2>;  // 4 elements of C as they lie
+  using V4 = Vec<C, 4>;  // one 16- or 8-byte access
   constexpr int kCols = kF ? 32 : 64, kChunks = kCols / 4, kRowStep = 128 / kChunks, kItems = 64 / kRowStep;
   C* cp = kF ? reinterpret_cast<C*>(out.cf) : reinterpret_cast<C*>(out.c);
-  const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(cp) % sizeof(Raw) == 0;
+  const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(cp) % sizeof(V4) == 0 &&
+                   reinterpret_cast<uintptr_t>(pre) % sizeof(V4) == 0;
   const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
   const int chunk = tid % kChunks, r0 = tid / kChunks;  // item k: row r0 + k kRowStep, columns 4 chunk..
-  auto read = [&](int slab, Raw (&raw)[kItems]) {
+  const int rows = int(min(M - m0, int64_t(64)));       // this consumer's rows inside C (<= 0: none)
+  const int64_t at0 = (m0 + r0) * N + n0 + 4 * chunk;   // item 0 of slab 0, an offset into C and pre
+  auto read = [&](int slab, V4 (&old)[kItems]) {
     const int64_t n = n0 + slab * kCols + 4 * chunk;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      const int64_t m = m0 + r0 + k * kRowStep;
-      raw[k] = Raw{};
-      if (!out.add || m >= M || n >= N) continue;
-      if (vec) {
-        raw[k] = *reinterpret_cast<const Raw*>(cp + m * N + n);
-      } else {
-        C* e4 = reinterpret_cast<C*>(&raw[k]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (n + e < N) e4[e] = cp[m * N + n + e];
-      }
+      const int64_t at = at0 + int64_t(k) * kRowStep * N + slab * kCols;
+      old[k] = V4{};
+      if (!out.add || r0 + k * kRowStep >= rows || n >= N) continue;
+      old[k] = vec ? load_vec<C, 4>(cp + at) : get4(cp + at, N - n);
     }
   };
-  Raw cur[kItems];
+  V4 cur[kItems];  // C's values as they lie (converted only when added)
   read(0, cur);
 #pragma unroll
   for (int slab = 0; slab < 256 / kCols; ++slab) {
@@ -716,7 +682,7 @@ __device__ __forceinline__ void store_acc(const float (&d)[128], float* staged, 
       }
     }
     named_barrier(1 + c, 128);  // the slab is in shared memory
-    Raw next[kItems];
+    V4 next[kItems];
     if (slab + 1 < 256 / kCols) read(slab + 1, next);
     const int64_t n = n0 + slab * kCols + 4 * chunk;
     float b[4];
@@ -725,24 +691,26 @@ __device__ __forceinline__ void store_acc(const float (&d)[128], float* staged, 
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int r = r0 + k * kRowStep;
-      const int64_t m = m0 + r;
-      if (m >= M || n >= N) continue;
+      if (r >= rows || n >= N) continue;
+      const int64_t at = at0 + int64_t(k) * kRowStep * N + slab * kCols;
       const float4 p = *reinterpret_cast<const float4*>(staged + r * kCols + 4 * (chunk ^ (2 * (r % 4))));
       float v[4] = {p.x + b[0], p.y + b[1], p.z + b[2], p.w + b[3]};  // P first, then the add
-      C* e4 = reinterpret_cast<C*>(&cur[k]);
-      if (out.add)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] += float(to_acc(e4[e]));
+      V4 o;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if constexpr (kF) e4[e] = v[e];
-        else e4[e] = from_acc<C>(v[e]);
+        if (out.add) v[e] += float(to_acc(cur[k].v[e]));
+        if constexpr (kF) o.v[e] = v[e];
+        else o.v[e] = from_acc<C>(v[e]);
       }
-      if (vec) *reinterpret_cast<Raw*>(cp + m * N + n) = cur[k];
-      else
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (n + e < N) cp[m * N + n + e] = e4[e];
+      if constexpr (!kF) {
+        if (pre) {  // P, then act(P) from the rounded P, as unfused torch computes it
+          if (vec) store_vec(pre + at, o);
+          else put4(pre + at, o, N - n);
+        }
+        if (act != TC_ACT_NONE) o = activate4(act, o);
+      }
+      if (vec) store_vec(cp + at, o);
+      else put4(cp + at, o, N - n);
     }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) cur[k] = next[k];
@@ -799,7 +767,10 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
-  T* sa = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // (an offset from smem_raw, not a rounded integer: the compiler then knows
+  // the epilogue's slabs are shared memory and issues STS/LDS, not generic
+  // ST/LD, which it did through the uintptr_t round trip)
+  T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
   T* sb = sa + kStages * kATile;
   __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -836,7 +807,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
 
   setmaxnreg_inc<232>();
   const int c = warpgroup - 1;
-  T* staged = sb + kStages * kBTile + c * kOut;  // this consumer's epilogue tile
+  float* staged = reinterpret_cast<float*>(sb + kStages * kBTile) + c * kOut;  // this consumer's epilogue slab
   uint32_t it = 0;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const TileAt at = tile_at(tile, tiles_mn, M, N);
@@ -868,14 +839,11 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     if (tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     // The producer is already loading the next tile while this one is stored.
     const int64_t z_off = at.z * M * N;
-    if (out.plain())
-      store_tile(d, staged, at.m0 + c * 64, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, out.c + z_off, c,
-                 tid);
-    else if (out.cf)
-      store_acc<T, true>(d, reinterpret_cast<float*>(staged), at.m0 + c * 64, at.n0, M, N, bias, out.at(z_off), c,
-                         tid);
+    const int64_t m0 = at.m0 + c * 64;
+    if (out.cf)
+      store_out<T, true>(d, staged, m0, at.n0, M, N, bias, nullptr, TC_ACT_NONE, out.at(z_off), c, tid);
     else
-      store_acc<T, false>(d, reinterpret_cast<float*>(staged), at.m0 + c * 64, at.n0, M, N, bias, out.at(z_off), c,
+      store_out<T, false>(d, staged, m0, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, out.at(z_off), c,
                           tid);
   }
 #endif
