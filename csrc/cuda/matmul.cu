@@ -600,32 +600,12 @@ __device__ __forceinline__ uint64_t tile_desc(const T* tile, int kk) {
   return kMN ? wgmma_desc_mn(tile + kk * kBox, kBox * BK * sizeof(T)) : wgmma_desc(tile + kk);
 }
 
-// A consumer's 64 x 256 outputs, d[4j + 2h + e] at row 16 w + g + 8h and
-// column 8j + 2q + e (w the warp, lane = 4g + q), into C: P = d + bias, and
-// C = act(P) (with pre = P), C += P (Out::add) or a float32 C (Out::cf), each
-// with one rounding, as Out::put would. The fragments go to shared memory as
-// float32, 64 rows x kCols columns a slab (kCols = 64 for a 16-bit C, 32 for
-// float32: 16 or 8 KiB), and come back 4 consecutive columns a thread (the
-// same 4 in every slab: 128 threads are whole rows of 16 or 8 chunks), where
-// the bias is added with 4 loads a slab and C, pre and the old C are moved
-// as one 8- or 16-byte access each: a warp covers whole 32-byte sectors.
-// Why this shape (H200, bf16, x @ W^T at 16384 x 3072, gemm_ksweep.py's fit
-// over K): the mainloop ran 0.68 us a k-tile, cuBLAS's rate, but a tile cost
-// 6.4 us besides (cuBLAS: 1.8) when the epilogue staged T-rounded pairs and
-// loaded two bias values per fragment pair with 64-bit bounds tests each
-// (~600 instructions a slab); the accumulating epilogue before that stored
-// straight from the fragments, each 16-bit load converted as it landed, so
-// the loads waited one after another (grad_weight += at K = 512: 3.74 ms
-// against cuBLAS's 1.12 on the H100). An add reads C's next slab (raw bits)
-// before this slab's adds, two slabs in flight, and prefetch_out has asked
-// L2 for the tile while its k-tiles were multiplied. Staged rows swizzle
-// 16-byte chunk x to x ^ 2 (r % 4): a warp's fragment writes (8 rows x 32
-// bytes) take 2 wavefronts, the minimum for 256 bytes.
 // store_out's cold paths, out of line: 4 outputs of C element by element (a
-// ragged or misaligned C) and act() of 4 values. Inlined at each of its 32
-// items a thread, their code (erf, tanh, 64-bit bounds) grew the kernel to
-// ~17k instructions, and the epilogue ran slower than this one by ~4 us a
-// tile (instruction-cache misses: fc + GELU forward took twice as long).
+// ragged or misaligned C) and act() of 4 values. Inlined at each of a
+// thread's 32 items, their code (erf, tanh, 64-bit bounds) took the kernel
+// to ~17k instructions, and a tile's fixed cost from 6.6 to 10.1 us (fc +
+// GELU forward twice as slow; instruction-cache misses, by the look of it:
+// not measured).
 template <class C>
 __device__ __noinline__ Vec<C, 4> get4(const C* p, int64_t n_valid) {
   Vec<C, 4> v{};
@@ -642,6 +622,32 @@ __device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
   return v;
 }
 
+// A consumer's 64 x 256 outputs, d[4j + 2h + e] at row 16 w + g + 8h and
+// column 8j + 2q + e (w the warp, lane = 4g + q), into C: P = d + bias, and
+// C = act(P) (with pre = P), C += P (Out::add) or a float32 C (Out::cf), each
+// with one rounding, as Out::put would. The fragments go to shared memory as
+// float32, 64 rows x kCols columns a slab (kCols = 64 for a 16-bit C, 32 for
+// float32: 16 or 8 KiB), and come back 4 consecutive columns a thread (the
+// same 4 in every slab: 128 threads are whole rows of 16 or 8 chunks), where
+// the bias is added with 4 loads a slab and C, pre and the old C are moved
+// as one 8- or 16-byte access each: a warp covers whole 32-byte sectors. An
+// add reads C's next slab before this slab's adds (two slabs in flight), and
+// prefetch_out has asked L2 for the tile while its k-tiles were multiplied.
+// Staged rows swizzle 16-byte chunk x to x ^ 2 (r % 4): a warp's fragment
+// writes (8 rows x 32 bytes) take 2 wavefronts, the minimum for 256 bytes.
+// Measured (H200, bf16):
+// - The accumulating epilogue before this stored from the fragments, each
+//   16-bit load converted as it landed, so a batch's loads waited one after
+//   another: fused_linear_cross_entropy's grad_weight += (M 128256, N 4096,
+//   K 512) took 3.74 ms against cuBLAS's 1.12 on the H100; here 1.44 against
+//   0.90 (flce_products.py).
+// - The plain epilogue before this staged T-rounded pairs and loaded two bias
+//   values per fragment pair: x @ W^T + b at 16384 x 3072 x 768 ran 388
+//   TFLOP/s, here 426 (cuBLAS 645). gemm_ksweep.py's fit over K says where
+//   the rest goes: the k-tiles run at cuBLAS's rate (0.67 us each) but a tile
+//   costs 6.6 us besides, against cuBLAS's 1.9: the epilogue, whose stores
+//   the tensor cores wait for. Overlapping it with the next tile's k-tiles
+//   (TMA stores, or consumers that take turns) is the next step.
 template <class T, bool kF>
 __device__ __forceinline__ void store_out(const float (&d)[128], float* staged, int64_t m0, int64_t n0, int64_t M,
                                           int64_t N, const T* bias, T* pre, int act, const Out<T>& out, int c,

@@ -66,8 +66,8 @@ typedef enum {
                              cp.async pipeline; fp16/bf16, head_dim % 8 == 0 and <= 256, 16-byte aligned
                              rows and strides that are multiples of 8 */
   TC_ATTENTION_WGMMA = 3  /* Hopper (sm_90a): TMA-fed K/V ring, a producer and two consumer warpgroups of 64
-                             query rows on wgmma; the MMA rules plus an sm_90 device (forward; the backward
-                             runs MMA) */
+                             query rows on wgmma; the MMA rules plus an sm_90 device (the backward: head_dim
+                             <= 128; above that it runs MMA) */
 } tc_attention_algo;
 
 typedef struct {
