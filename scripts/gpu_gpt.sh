@@ -8,9 +8,11 @@
 #           over their CUDA tests
 #   matmul  the GEMM's tests (accumulate, c_float, 16-bit split-K; linear; the cross-entropy's chunk
 #           products on it), the op table's entries for them, memcheck and racecheck over them
-#   mmbench tinycuda bench's linear against docs/bench/h100.json, the cross-entropy's chunk products
-#           against cuBLAS (scripts/flce_products.py), the op by chunk size at the GPT's head and issue
-#           13's shape (scripts/flce_chunk_sweep.py), and tinycuda bench at issue 13's shape
+#   mmbench tinycuda bench's linear against docs/bench/h100.json, the GPT-2 linears against cuBLAS
+#           (scripts/ncu_gpt_gemms.py --time), the wgmma GEMM's per-tile cost (scripts/gemm_ksweep.py),
+#           the cross-entropy's chunk products against cuBLAS (scripts/flce_products.py), the op by chunk
+#           size at the GPT's head and issue 13's shape (scripts/flce_chunk_sweep.py), and tinycuda bench
+#           at issue 13's shape
 #   ncu     Nsight Compute over GPT-2's linear products, tinycuda's and cuBLAS's (scripts/ncu_gpt_gemms.py),
 #           and over the cross-entropy's chunk products (scripts/flce_products.py --ncu)
 #   attn    the attention variants' tests, memcheck/racecheck over the wgmma variant, fwd+bwd against SDPA
@@ -56,6 +58,8 @@ mmbench)
   # every dtype outlasts a device call)
   python3 -m tinycuda bench linear --impls tinycuda --baseline docs/bench/h100.json \
     --json "$OUT/bench_linear.json" > "$OUT/bench_linear.txt" 2>&1; grep -E "compared|SLOWER" "$OUT/bench_linear.txt"
+  python3 scripts/ncu_gpt_gemms.py --time 2>&1 | tee "$OUT/gemm_time.txt"
+  python3 scripts/gemm_ksweep.py 2>&1 | tee "$OUT/ksweep.txt" | grep fit
   python3 scripts/flce_products.py 512 1024 2048 2>&1 | tee "$OUT/flce_products.txt" | grep chunk
   python3 scripts/flce_chunk_sweep.py 2>&1 | tee "$OUT/flce_chunk_sweep.txt" | grep chunk
   # issue 13's fused linear cross-entropy shape (8192 x 4096 x 128256 bf16)
@@ -105,8 +109,10 @@ for name, loss in runs.items():
 PY
   ;;
 attn)
-  # the wgmma backward (branch wgmma-dq): every variant over the accuracy cases, sanitizers over the wgmma
-  # variant, then fwd+bwd against SDPA (cuDNN) at the issue's shapes
+  # every variant (the wgmma one's backward on wgmma) over the accuracy cases, sanitizers over the wgmma
+  # variant, then fwd+bwd against SDPA (cuDNN) at the issue's shapes. racecheck reports the wgmma dK/dV
+  # kernel's lse/delta hand-over, which an mbarrier orders: the tool does not model that (BENCHMARKS,
+  # step 5; scripts/probe_racecheck_mbarrier.cu)
   python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_flash_attention.py -k "variants" 2>&1 |
     tee "$OUT/test_attn.log" | tail -3
   SAN="compute-sanitizer --error-exitcode 1"
