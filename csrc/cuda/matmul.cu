@@ -639,8 +639,9 @@ __device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
 // - The accumulating epilogue before this stored from the fragments, each
 //   16-bit load converted as it landed, so a batch's loads waited one after
 //   another: fused_linear_cross_entropy's grad_weight += (M 128256, N 4096,
-//   K 512) took 3.74 ms against cuBLAS's 1.12 on the H100; here 1.44 against
-//   0.90 (flce_products.py).
+//   K 512) took 3.74 ms against cuBLAS's 1.12 on the H100; 1.44 against 0.90
+//   (flce_products.py) with this add path as it first landed (d939c2a,
+//   store_acc, before the plain path joined it; not rerun since).
 // - The plain epilogue before this staged T-rounded pairs and loaded two bias
 //   values per fragment pair: x @ W^T + b at 16384 x 3072 x 768 ran 388
 //   TFLOP/s, here 426 (cuBLAS 645). gemm_ksweep.py's fit over K says where
