@@ -204,10 +204,12 @@ def test_matmul_accumulates_into_out(device, dtype, layout, c_float, sa, sb):
 @pytest.mark.parametrize("c_float", [False, True], ids=["c_dtype", "c_float"])
 def test_matmul_accumulates_into_misaligned_out(device, dtype, c_float):
     from tinycuda import capi
-    if c_float and dtype == torch.float32:
-        return  # c_float is for 16-bit operands (test above)
     a, b = _operands((300, 72), (72, 264), "NN", device, dtype)
     c0 = torch.randn(300 * 264 + 1, device=device, dtype=torch.float32 if c_float else dtype)
+    if c_float and dtype == torch.float32:
+        with pytest.raises(capi.CapiError, match=r"matmul: c_float is for float16 or bfloat16 operands"):
+            capi.matmul(a, b, out=c0[1:].view(300, 264), accumulate=True, c_float=True)
+        return
     want = c0[1:].view(300, 264).double() + a.double() @ b.double()
     same = c0[1:].view(300, 264) + a.float() @ b.float() if c_float else torch.addmm(c0[1:].view(300, 264), a, b)
     algos = ["auto"] + (["wgmma"] if device != "cpu" and dtype != torch.float32 else [])
