@@ -46,12 +46,15 @@ matmul)
   python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_ops.py tests/test_capi.py \
     -k "matmul or linear or fused_linear" 2>&1 | tee "$OUT/test_matmul_ops.log" | tail -3
   SAN="compute-sanitizer --error-exitcode 1"
-  SEL="accumulat or split_k or 8292 or cuda_variants"
+  SEL="accumulat or split_k or 8292 or cuda_variants or more_tiles"
   $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py tests/test_linear.py \
     -k "$SEL" -m "cuda and not large" 2>&1 | tee "$OUT/memcheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
   $SAN --tool racecheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py \
-    -k "(accumulat or split_k) and bfloat16 and not cpu" -m "cuda and not large" 2>&1 |
+    -k "(accumulat or split_k or more_tiles) and bfloat16 and not cpu" -m "cuda and not large" 2>&1 |
     tee "$OUT/racecheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed|hazard" | tail -3
+  # the TMA-store epilogue's named barriers (store_tma)
+  $SAN --tool synccheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py tests/test_linear.py \
+    -k "more_tiles and bfloat16" 2>&1 | tee "$OUT/synccheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
   ;;
 mmbench)
   # float32 linear: the five ops docs/bench/h100.json holds include it (the full linear + matmul sweep in

@@ -106,3 +106,24 @@ def test_linear_module_is_drop_in():
     x = torch.randn(3, 6)
     torch.testing.assert_close(ours(x), ref(x))
     assert tinycuda.nn.Linear(6, 4, bias=False).bias is None
+
+
+# More output tiles than the H100/H200's 132 blocks (9 x 17 of 128 x 256 at
+# (1100, 4104)): each block stores several tiles, its TMA store buffers
+# alternating across them while the next tile's k-tiles load; 4104 % 256 = 8
+# leaves a last column box that TMA clips to 8 of its 64 columns; no bias
+# takes the epilogue's other branch. y, pre and the gradients as torch's.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("algo", [0, 5], ids=["auto", "wgmma"])
+def test_linear_act_more_tiles_than_blocks(dtype, bias, algo):
+    x = torch.randn(1100, 64, device="cuda").to(dtype)
+    w = (torch.randn(4104, 64, device="cuda") / 8).to(dtype)
+    b = torch.randn(4104, device="cuda").to(dtype) if bias else None
+    ours = lambda x, w, b=None: torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True, algo=algo)[0]
+    ref = lambda x, w, b=None: _linear_act_ref(x, w, b, "gelu_tanh")
+    check_op(ours, ref, [x, w] + ([b] if bias else []))
+    y, pre = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True, algo=algo)
+    check_op(lambda x, w, b=None: pre, F.linear, [x, w] + ([b] if bias else []), grad=False)
+    torch.testing.assert_close(y, _ACT_OP["gelu_tanh"](pre))

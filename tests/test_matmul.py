@@ -261,3 +261,15 @@ def test_matmul_split_k_16_bit(dtype, layout, sa, sb):
     a, b = _operands(sa, sb, layout, "cuda", dtype)
     check_op(tinycuda.matmul, torch.matmul, [a, b])
     assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))
+
+
+# Batched with more output tiles than blocks (3 x 6 x 9 = 162 of 128 x 256):
+# the wgmma epilogue's TMA stores address C as (column, row, batch) boxes, a
+# tile's last rows (700 = 5 x 128 + 60) and columns (2056 = 8 x 256 + 8) clipped.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("variant", ["auto", "wgmma"])
+def test_matmul_batched_more_tiles_than_blocks(dtype, variant):
+    a, b = _operands((3, 700, 64), (3, 64, 2056), "NN", "cuda", dtype)
+    ours = tinycuda.matmul if variant == "auto" else variants.get("matmul", variant)
+    check_op(ours, torch.matmul, [a, b], grad=False)

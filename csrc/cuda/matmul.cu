@@ -560,7 +560,8 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
 // The grid is persistent: one block per SM walks output tiles (batches
 // included) in grouped order, and the stage ring runs on across tiles, so the
 // producer loads the next tile's first stages while the consumers store this
-// one. Stores go through shared memory (store_out).
+// one. Stores go through shared memory: TMA stores of 64 x 64 boxes where C
+// is plain and TMA can describe it (store_tma), else store_out.
 // The epilogue adds the bias to the fp32 accumulators, rounds them to the
 // output type (P), and writes P to pre and act(P) to C, as unfused torch
 // would compute F.gelu(F.linear(...)), without P's round trip to memory.
@@ -575,8 +576,11 @@ constexpr int BM = 128, BN = 256, BK = 64, kStages = 4, kConsumers = 2, kThreads
 constexpr int kATile = BM * BK, kBTile = BN * BK;  // elements
 constexpr int kBox = 64;                           // an m/n-major box is 64 elements (128 bytes) wide
 constexpr int kOut = 64 * 64;  // a consumer's epilogue slab, floats: 64 rows x 64 columns (store_out)
-// 192 KiB of stages, 32 KiB of epilogue slabs, slack to align to 1 KiB: 225 of the 227 KiB a block may have
-constexpr size_t kSmemBytes = size_t(kStages) * (kATile + kBTile) * 2 + kConsumers * kOut * 4 + 1024;
+// 192 KiB of stages, 32 KiB of epilogue slabs (store_out's float slab, or
+// store_tma's two 64 x 64 boxes of T), the tile's 256 bias values a consumer
+// (store_tma), slack to align to 1 KiB: 226 of the 227 KiB a block may have
+constexpr size_t kSmemBytes =
+    size_t(kStages) * (kATile + kBTile) * 2 + kConsumers * kOut * 4 + kConsumers * BN * 2 + 1024;
 
 // k-tile t of one operand into a stage: a k-major operand is one [rows][64 k]
 // box; an m/n-major one is rows/64 boxes of [64 k][64 i], 8 KiB apart.
@@ -724,6 +728,73 @@ __device__ __forceinline__ void store_out(const float (&d)[128], float* staged, 
   }
 }
 
+// P = d + bias rounded to T, then act(P) rounded again (pre's value, then
+// C's, as unfused torch computes F.gelu(F.linear(...))), packed as a pair;
+// out of line for the activations, as store_out's activate4 (code size).
+template <class T>
+__device__ __noinline__ uint32_t act_pair(int act, float v0, float v1) {
+  const float a0 = activate(act, to_acc(from_acc<T>(v0))), a1 = activate(act, to_acc(from_acc<T>(v1)));
+  T pair[2] = {from_acc<T>(a0), from_acc<T>(a1)};
+  return *reinterpret_cast<const uint32_t*>(pair);
+}
+
+// The plain epilogue (16-bit C, no add) through TMA stores: a consumer's
+// 64 x 256 outputs leave as 64 x 64 boxes, P to pre then act(P) to C (or one
+// of them), each written into one of two 8 KiB shared buffers in TMA's
+// 128-byte swizzle (16-byte chunk x of row r at x ^ (r % 8): the fragment
+// writes, 8 rows x 4 bytes x 4 chunks a warp, are free of bank conflicts) and
+// handed to the TMA unit, which writes it out while the consumer moves on:
+// to the next box, and after the last to the next tile's k-tiles, so the
+// stores overlap the MMAs that store_out's waited for (6.6 us a tile against
+// cuBLAS's 1.9, BENCHMARKS step 5). A buffer is rewritten once the store that
+// read it two boxes earlier has read it (bulk_wait_read<1>); TMA clips rows and
+// columns past M and N. The bias of the tile's 256 columns sits in shared
+// memory (bias_s, stored just before the epilogue). A tile has 4 or 8 boxes,
+// an even count, so the buffers alternate across tiles too.
+template <class T>
+__device__ __forceinline__ void store_tma(const float (&d)[128], T* boxes, const T* bias_s, int64_t m0, int64_t n0,
+                                          int z, const CUtensorMap* tc, const CUtensorMap* tp, int act, int c,
+                                          int tid) {
+  const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
+  int used = 0;  // boxes this call has stored
+#pragma unroll
+  for (int slab = 0; slab < 4; ++slab)
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool to_pre = pass == 0;
+      if (to_pre && !tp) continue;  // uniform
+      const bool activated = !to_pre && act != TC_ACT_NONE;
+      T* buf = boxes + (used % 2) * 64 * 64;
+      if (tid == 0) bulk_wait_read<1>();  // the store that read buf (two boxes ago) is done with it
+      named_barrier(1 + c, 128);
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * slab + jj, col = 8 * j + 2 * q;
+        const float b0 = bias_s ? to_acc(bias_s[col]) : 0.0f, b1 = bias_s ? to_acc(bias_s[col + 1]) : 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * w + g + 8 * h;
+          const float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
+          uint32_t packed;
+          if (activated) {
+            packed = act_pair<T>(act, v0, v1);
+          } else {
+            T pair[2] = {from_acc<T>(v0), from_acc<T>(v1)};
+            packed = *reinterpret_cast<const uint32_t*>(pair);
+          }
+          *reinterpret_cast<uint32_t*>(buf + r * 64 + ((jj ^ (r % 8)) * 8) + 2 * q) = packed;
+        }
+      }
+      fence_async_shared();  // this thread's writes, seen by the TMA unit
+      named_barrier(1 + c, 128);
+      if (tid == 0) {
+        tma_store_3d(to_pre ? tp : tc, buf, int(n0) + 64 * slab, int(m0), z);
+        bulk_commit();
+      }
+      ++used;
+    }
+}
+
 // Asks L2 for the C values an accumulating epilogue will read (this
 // consumer's 64 rows x 256 columns), issued as the tile's k-tiles start, so
 // the epilogue's loads are L2 hits: at K = 512 the tile's 8 k-tiles take ~6 us,
@@ -769,6 +840,7 @@ __device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_
 template <class T, bool kTA, bool kTB>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                  const __grid_constant__ CUtensorMap tma_c, const __grid_constant__ CUtensorMap tma_pre, bool tma_out,
                   int64_t M, int64_t N, int64_t K, int64_t batch, int kslice, const T* __restrict__ bias, T* pre,
                   int act, Out<T> out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -815,6 +887,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   setmaxnreg_inc<232>();
   const int c = warpgroup - 1;
   float* staged = reinterpret_cast<float*>(sb + kStages * kBTile) + c * kOut;  // this consumer's epilogue slab
+  T* bias_s = reinterpret_cast<T*>(reinterpret_cast<float*>(sb + kStages * kBTile) + kConsumers * kOut) + c * BN;
   uint32_t it = 0;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const TileAt at = tile_at(tile, tiles_mn, M, N);
@@ -826,6 +899,13 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // producer once the group that read it has completed.
     const KRange kr = k_range(at.z, kslice, tiles_k);
     prefetch_out(out.at(at.z * M * N), at.m0 + c * 64, at.n0, M, N, tid);
+    // store_tma's bias, 2 columns a thread: loaded now, stored to bias_s
+    // after the k-tiles (a load's latency off the tile's start)
+    T bv[2] = {from_acc<T>(0.0f), from_acc<T>(0.0f)};
+    if (tma_out && bias)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (at.n0 + tid + 128 * e < N) bv[e] = bias[at.n0 + tid + 128 * e];
     for (int t = kr.t0; t < kr.t1; ++t, ++it) {
       const int s = it % kStages;
       mbar_wait(&full[s], (it / kStages) & 1);
@@ -847,12 +927,19 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // The producer is already loading the next tile while this one is stored.
     const int64_t z_off = at.z * M * N;
     const int64_t m0 = at.m0 + c * 64;
-    if (out.cf)
+    // the previous tile's reads of bias_s ended before its last box's
+    // barrier; store_tma's first barrier orders these writes before its reads
+    if (tma_out && bias) bias_s[tid] = bv[0], bias_s[tid + 128] = bv[1];
+    if (tma_out)
+      store_tma(d, reinterpret_cast<T*>(staged), bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c,
+                pre ? &tma_pre : nullptr, act, c, tid);
+    else if (out.cf)
       store_out<T, true>(d, staged, m0, at.n0, M, N, bias, nullptr, TC_ACT_NONE, out.at(z_off), c, tid);
     else
       store_out<T, false>(d, staged, m0, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, out.at(z_off), c,
                           tid);
   }
+  if (tma_out && tid == 0) bulk_wait_all();  // the boxes' shared memory lives until the stores have read it
 #endif
 }
 
@@ -898,6 +985,21 @@ inline int sm_count(int dev) {
   return v;
 }
 
+// C (or pre) [batch, M, N] as a 3-D TMA map (N, M, batch) in 64 x 64 boxes,
+// for store_tma: 16-bit, rows 16-byte multiples (N % 8 == 0), base 16-byte
+// aligned; false otherwise or when the driver refuses it (store_out then).
+template <class T>
+bool out_map(CUtensorMap* map, const T* C, int64_t M, int64_t N, int64_t batch) {
+  if (!C || N % 8 != 0 || reinterpret_cast<uintptr_t>(C) % 16 != 0 || batch > INT32_MAX) return false;
+  const cuuint64_t dims[3] = {cuuint64_t(N), cuuint64_t(M), cuuint64_t(batch)};
+  const cuuint64_t strides[2] = {cuuint64_t(N) * sizeof(T), cuuint64_t(M * N) * sizeof(T)};
+  const cuuint32_t box[3] = {64, 64, 1}, unit[3] = {1, 1, 1};
+  return tma_encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                       3, const_cast<T*>(C), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // A persistent grid: one block per multiprocessor (fewer for fewer tiles),
 // each walking its tiles. The shared-memory attribute is set once per device.
 template <class T, bool kTA, bool kTB>
@@ -908,8 +1010,12 @@ tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap&
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
   const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
-  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, g.M, g.N, g.K, batch, kslice, g.bias, g.pre,
-                                                                  g.act, g.out());
+  // store_tma where C is plain (16-bit, no add) and C and pre have TMA maps
+  CUtensorMap tc{}, tp{};
+  const bool tma_out = g.out().plain() && kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
+                       (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
+  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, tc, tp, tma_out, g.M, g.N, g.K, batch, kslice,
+                                                                  g.bias, g.pre, g.act, g.out());
   return TC_OK;
 }
 

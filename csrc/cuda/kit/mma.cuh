@@ -76,6 +76,10 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 //   tma_load_3d   a box of a 3-D (4-D) tensor, described by a CUtensorMap made
 //                 on the host with tma_encoder, into shared memory, 128-byte
 //   tma_load_4d   swizzled; completion is counted in bytes on an mbarrier
+//   tma_store_3d  the reverse: a shared-memory box out to global memory,
+//                 asynchronous; bulk_commit groups a thread's stores and
+//                 bulk_wait_read<N> waits until all but its N latest groups
+//                 have read their shared memory (the box may be rewritten)
 //   mbar_*        the shared-memory barriers a producer and its consumers hand
 //                 stages over with: wait on a phase parity, arrive, expect bytes
 //   wgmma_desc    the descriptor of a k-major operand tile (_mn: m/n-major)
@@ -123,6 +127,25 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, i
       "l"(tensor_map), "r"(x), "r"(y), "r"(z), "r"(w), "r"(smem_addr(bar))
       : "memory");
 }
+
+// Shared-memory writes made by this thread are seen by the TMA unit (the
+// async proxy) after this; the box's writers each fence, then sync, then one
+// thread stores it.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void tma_store_3d(const void* tensor_map, const void* src, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   tensor_map),
+               "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 // The driver's tensor-map encoder (cuTensorMapEncodeTiled), found through the
 // runtime so that nothing links -lcuda; nullptr where the driver lacks it.
