@@ -62,6 +62,9 @@ def test_linear_act_every_path(dtype, device, activation, m, k, n):
         y, pre = torch.ops.tinycuda.linear_act(x, w, b, activation, save_pre=True, algo=algo)
         check_op(lambda x, w, b: pre, F.linear, [x, w, b], grad=False, rtol32=1e-4, atol32=1e-3)
         torch.testing.assert_close(y, _ACT_OP[activation](pre))
+        # without pre (inference): the same y, bit for bit (wgmma applies act in place)
+        y_only = torch.ops.tinycuda.linear_act(x, w, b, activation, save_pre=False, algo=algo)[0]
+        torch.testing.assert_close(y_only, y, rtol=0, atol=0)
 
 
 def test_linear_act_pre_needs_an_activation():
@@ -127,3 +130,5 @@ def test_linear_act_more_tiles_than_blocks(dtype, bias, algo):
     y, pre = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True, algo=algo)
     check_op(lambda x, w, b=None: pre, F.linear, [x, w] + ([b] if bias else []), grad=False)
     torch.testing.assert_close(y, _ACT_OP["gelu_tanh"](pre))
+    y_only = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=False, algo=algo)[0]
+    torch.testing.assert_close(y_only, y, rtol=0, atol=0)

@@ -157,8 +157,8 @@ def test_matmul_cpu_work_split(dtype, layout, sa, sb):
 
 # accumulate (out += a @ b, BLAS's beta = 1) and c_float (a float32 out for 16-bit operands, the product
 # unrounded): how fused_linear_cross_entropy chains its grad_weight over token chunks. Every algo the device
-# runs: CUDA's tensor-core epilogues store these outputs element by element (the wgmma kernel from its
-# fragments, not through its staged 16-bit tile), the CUDA-core ones through the same Out.
+# runs: the wgmma kernel adds into a float32 out with TMA reduce-adds where TMA can describe it (N % 4 == 0:
+# 264, 136) and through store_out otherwise (and for a 16-bit out), the CUDA-core ones through the same Out.
 @pytest.mark.parametrize("device", _devices())
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("c_float", [False, True], ids=["c_dtype", "c_float"])
@@ -273,3 +273,20 @@ def test_matmul_batched_more_tiles_than_blocks(dtype, variant):
     a, b = _operands((3, 700, 64), (3, 64, 2056), "NN", "cuda", dtype)
     ours = tinycuda.matmul if variant == "auto" else variants.get("matmul", variant)
     check_op(ours, torch.matmul, [a, b], grad=False)
+
+
+# A float32 out (c_float) over more tiles than blocks, written and then added into: the wgmma kernel's
+# TMA stores and reduce-adds of 64 x 32 float boxes, ragged rows (1100) and a last box clipped to 8 of its
+# 32 columns (2056 = 8 x 256 + 8).
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("algo", ["auto", "wgmma"])
+def test_matmul_c_float_more_tiles_than_blocks(dtype, algo):
+    from tinycuda import capi
+    a, b = _operands((1100, 64), (64, 2056), "NN", "cuda", dtype)
+    out = torch.full((1100, 2056), float("nan"), device="cuda")
+    capi.matmul(a, b, out=out, c_float=True, algo=f"TC_GEMM_{algo.upper()}")
+    want = a.double() @ b.double()
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
+    capi.matmul(a, b, out=out, accumulate=True, c_float=True, algo=f"TC_GEMM_{algo.upper()}")
+    torch.testing.assert_close(out.double(), 2 * want, rtol=1e-5, atol=1e-5)

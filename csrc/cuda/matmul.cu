@@ -728,71 +728,112 @@ __device__ __forceinline__ void store_out(const float (&d)[128], float* staged, 
   }
 }
 
-// P = d + bias rounded to T, then act(P) rounded again (pre's value, then
-// C's, as unfused torch computes F.gelu(F.linear(...))), packed as a pair;
-// out of line for the activations, as store_out's activate4 (code size).
+// dst = act(src) over one 64 x 64 box of T, 8 elements (a 16-byte chunk) at
+// a time: elementwise, so the boxes' swizzle does not matter. The rolled
+// loop, one per activation, keeps the erf and tanh code to three copies; the
+// dispatch is out of line, called once a box.
+template <class T, int kAct>
+__device__ __forceinline__ void act_chunks(const T* src, T* dst, int tid) {
+#pragma unroll 1
+  for (int i = tid; i < 64 * 64 / 8; i += 128) {
+    Vec<T, 8> v = reinterpret_cast<const Vec<T, 8>*>(src)[i];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(activate(kAct, to_acc(v.v[e])));
+    reinterpret_cast<Vec<T, 8>*>(dst)[i] = v;
+  }
+}
 template <class T>
-__device__ __noinline__ uint32_t act_pair(int act, float v0, float v1) {
-  const float a0 = activate(act, to_acc(from_acc<T>(v0))), a1 = activate(act, to_acc(from_acc<T>(v1)));
-  T pair[2] = {from_acc<T>(a0), from_acc<T>(a1)};
-  return *reinterpret_cast<const uint32_t*>(pair);
+__device__ __noinline__ void act_box(int act, const T* src, T* dst, int tid) {
+  switch (act) {
+    case TC_ACT_RELU: act_chunks<T, TC_ACT_RELU>(src, dst, tid); break;
+    case TC_ACT_GELU: act_chunks<T, TC_ACT_GELU>(src, dst, tid); break;
+    default: act_chunks<T, TC_ACT_GELU_TANH>(src, dst, tid); break;
+  }
 }
 
-// The plain epilogue (16-bit C, no add) through TMA stores: a consumer's
-// 64 x 256 outputs leave as 64 x 64 boxes, P to pre then act(P) to C (or one
-// of them), each written into one of two 8 KiB shared buffers in TMA's
-// 128-byte swizzle (16-byte chunk x of row r at x ^ (r % 8): the fragment
-// writes, 8 rows x 4 bytes x 4 chunks a warp, are free of bank conflicts) and
-// handed to the TMA unit, which writes it out while the consumer moves on:
-// to the next box, and after the last to the next tile's k-tiles, so the
-// stores overlap the MMAs that store_out's waited for (6.6 us a tile against
-// cuBLAS's 1.9, BENCHMARKS step 5). A buffer is rewritten once the store that
-// read it two boxes earlier has read it (bulk_wait_read<1>); TMA clips rows and
-// columns past M and N. The bias of the tile's 256 columns sits in shared
-// memory (bias_s, stored just before the epilogue). A tile has 4 or 8 boxes,
-// an even count, so the buffers alternate across tiles too.
-template <class T>
-__device__ __forceinline__ void store_tma(const float (&d)[128], T* boxes, const T* bias_s, int64_t m0, int64_t n0,
-                                          int z, const CUtensorMap* tc, const CUtensorMap* tp, int act, int c,
-                                          int tid) {
+// The epilogue through TMA stores, for a plain 16-bit C (C = T) or a float32
+// one (C = float: c_float, split-K's partials, and with `add` c_float's
+// accumulate, whose box TMA adds into C in L2: the same float adds, one
+// rounding, as store_out's). A consumer's 64 x 256 outputs leave as boxes of
+// 64 rows x 128 bytes (64 columns of T, 32 of float), in two 8 KiB shared
+// buffers (X, Y) in TMA's 128-byte swizzle (16-byte chunk x of row r at
+// x ^ (r % 8): the fragment writes, 8 rows x 4 (8) bytes x 4 threads a warp,
+// are free of bank conflicts), each handed to the TMA unit, which writes it
+// out while the consumer moves on: to the next box, and after the last to the
+// next tile's k-tiles, so the stores overlap the MMAs that store_out's waited
+// for (a tile's fixed cost 2.8 us against store_out's 6.6; cuBLAS 1.9). A box:
+//   P = d + bias rounded to C into X          (the fragments, once)
+//   pre <- X                                  (with pre)
+//   act(P) rounded again into Y (X without pre), from X's chunks (act_box)
+//   C <- Y, or C <- X (C += X with add) without an activation
+// as unfused torch computes F.gelu(F.linear(...)). Buffers are written in
+// the order their stores are issued, alternating, so before a write the
+// store that read the buffer last (the one before the latest) must have
+// read it: bulk_wait_read<1>; in place (act without pre), X's only store is
+// C's, after it. TMA clips rows and columns past M and N. The bias of the
+// tile's 256 columns sits in shared memory (bias_s, stored just before the
+// epilogue). A tile stores 4 or 8 boxes, an even count, so the alternation
+// runs on across tiles.
+template <class T, class C>
+__device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const T* bias_s, int64_t m0, int64_t n0,
+                                          int z, const CUtensorMap* tc, const CUtensorMap* tp, int act, bool add,
+                                          int c, int tid) {
+  constexpr int kW = 128 / sizeof(C), kEl = 16 / sizeof(C);  // a box's columns; a 16-byte chunk's
   const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
   int used = 0;  // boxes this call has stored
-#pragma unroll
-  for (int slab = 0; slab < 4; ++slab)
-#pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-      const bool to_pre = pass == 0;
-      if (to_pre && !tp) continue;  // uniform
-      const bool activated = !to_pre && act != TC_ACT_NONE;
-      T* buf = boxes + (used % 2) * 64 * 64;
-      if (tid == 0) bulk_wait_read<1>();  // the store that read buf (two boxes ago) is done with it
-      named_barrier(1 + c, 128);
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * slab + jj, col = 8 * j + 2 * q;
-        const float b0 = bias_s ? to_acc(bias_s[col]) : 0.0f, b1 = bias_s ? to_acc(bias_s[col + 1]) : 0.0f;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = 16 * w + g + 8 * h;
-          const float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
-          uint32_t packed;
-          if (activated) {
-            packed = act_pair<T>(act, v0, v1);
-          } else {
-            T pair[2] = {from_acc<T>(v0), from_acc<T>(v1)};
-            packed = *reinterpret_cast<const uint32_t*>(pair);
-          }
-          *reinterpret_cast<uint32_t*>(buf + r * 64 + ((jj ^ (r % 8)) * 8) + 2 * q) = packed;
-        }
-      }
-      fence_async_shared();  // this thread's writes, seen by the TMA unit
-      named_barrier(1 + c, 128);
-      if (tid == 0) {
-        tma_store_3d(to_pre ? tp : tc, buf, int(n0) + 64 * slab, int(m0), z);
-        bulk_commit();
-      }
-      ++used;
+  // the consumer's 128 threads wait until the store that read buffer `used`
+  // last is done with it
+  auto claim = [&] {
+    if (tid == 0) bulk_wait_read<1>();
+    named_barrier(1 + c, 128);
+  };
+  // every thread's writes to buf, seen by the TMA unit, then one thread stores it
+  auto store = [&](const CUtensorMap* map, const C* buf, int box, bool to_add) {
+    fence_async_shared();
+    named_barrier(1 + c, 128);
+    if (tid == 0) {
+      if (to_add) tma_reduce_add_3d(map, buf, int(n0) + kW * box, int(m0), z);
+      else tma_store_3d(map, buf, int(n0) + kW * box, int(m0), z);
+      bulk_commit();
     }
+    ++used;
+  };
+#pragma unroll
+  for (int box = 0; box < 256 / kW; ++box) {
+    C* x = boxes + (used % 2) * 64 * kW;
+    claim();
+#pragma unroll
+    for (int jj = 0; jj < kW / 8; ++jj) {
+      const int j = box * (kW / 8) + jj, col = 8 * jj + 2 * q;  // col: in the box
+      const float b0 = bias_s ? to_acc(bias_s[8 * j + 2 * q]) : 0.0f, b1 = bias_s ? to_acc(bias_s[8 * j + 2 * q + 1]) : 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * w + g + 8 * h;
+        Vec<C, 2> pair;
+        if constexpr (std::is_same_v<C, float>) pair.v[0] = d[4 * j + 2 * h] + b0, pair.v[1] = d[4 * j + 2 * h + 1] + b1;
+        else pair.v[0] = from_acc<C>(d[4 * j + 2 * h] + b0), pair.v[1] = from_acc<C>(d[4 * j + 2 * h + 1] + b1);
+        *reinterpret_cast<Vec<C, 2>*>(x + r * kW + ((col / kEl) ^ (r % 8)) * kEl + col % kEl) = pair;
+      }
+    }
+    if constexpr (std::is_same_v<C, float>) {
+      store(tc, x, box, add);
+    } else {
+      if (act == TC_ACT_NONE) {  // uniform
+        store(tc, x, box, false);
+        continue;
+      }
+      C* y = x;
+      if (tp) {
+        store(tp, x, box, false);
+        y = boxes + (used % 2) * 64 * kW;
+        claim();  // also orders X's fragment writes before act_box's reads of other threads' chunks
+      } else {
+        named_barrier(1 + c, 128);  // X's fragment writes before act_box's reads of other threads' chunks
+      }
+      act_box(act, x, y, tid);
+      store(tc, y, box, false);
+    }
+  }
 }
 
 // Asks L2 for the C values an accumulating epilogue will read (this
@@ -930,9 +971,12 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // the previous tile's reads of bias_s ended before its last box's
     // barrier; store_tma's first barrier orders these writes before its reads
     if (tma_out && bias) bias_s[tid] = bv[0], bias_s[tid + 128] = bv[1];
-    if (tma_out)
-      store_tma(d, reinterpret_cast<T*>(staged), bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c,
-                pre ? &tma_pre : nullptr, act, c, tid);
+    if (tma_out && out.cf)
+      store_tma<T, float>(d, staged, bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c, nullptr, TC_ACT_NONE,
+                          out.add, c, tid);
+    else if (tma_out)
+      store_tma<T, T>(d, reinterpret_cast<T*>(staged), bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c,
+                      pre ? &tma_pre : nullptr, act, false, c, tid);
     else if (out.cf)
       store_out<T, true>(d, staged, m0, at.n0, M, N, bias, nullptr, TC_ACT_NONE, out.at(z_off), c, tid);
     else
@@ -985,17 +1029,19 @@ inline int sm_count(int dev) {
   return v;
 }
 
-// C (or pre) [batch, M, N] as a 3-D TMA map (N, M, batch) in 64 x 64 boxes,
-// for store_tma: 16-bit, rows 16-byte multiples (N % 8 == 0), base 16-byte
+// C (or pre) [batch, M, N] as a 3-D TMA map (N, M, batch) in boxes of 64
+// rows x 128 bytes, for store_tma: rows 16-byte multiples, base 16-byte
 // aligned; false otherwise or when the driver refuses it (store_out then).
-template <class T>
-bool out_map(CUtensorMap* map, const T* C, int64_t M, int64_t N, int64_t batch) {
-  if (!C || N % 8 != 0 || reinterpret_cast<uintptr_t>(C) % 16 != 0 || batch > INT32_MAX) return false;
+template <class E>
+bool out_map(CUtensorMap* map, const E* C, int64_t M, int64_t N, int64_t batch) {
+  if (!C || N % (16 / sizeof(E)) != 0 || reinterpret_cast<uintptr_t>(C) % 16 != 0 || batch > INT32_MAX) return false;
   const cuuint64_t dims[3] = {cuuint64_t(N), cuuint64_t(M), cuuint64_t(batch)};
-  const cuuint64_t strides[2] = {cuuint64_t(N) * sizeof(T), cuuint64_t(M * N) * sizeof(T)};
-  const cuuint32_t box[3] = {64, 64, 1}, unit[3] = {1, 1, 1};
-  return tma_encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                       3, const_cast<T*>(C), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const cuuint64_t strides[2] = {cuuint64_t(N) * sizeof(E), cuuint64_t(M * N) * sizeof(E)};
+  const cuuint32_t box[3] = {128 / sizeof(E), 64, 1}, unit[3] = {1, 1, 1};
+  const CUtensorMapDataType type = std::is_same_v<E, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : std::is_same_v<E, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return tma_encoder()(map, type, 3, const_cast<E*>(C), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -1010,10 +1056,12 @@ tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap&
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
   const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
-  // store_tma where C is plain (16-bit, no add) and C and pre have TMA maps
+  // store_tma where C has a TMA map: 16-bit without add (C and pre), or
+  // float32 (split-K's partials: `batch` slices)
   CUtensorMap tc{}, tp{};
-  const bool tma_out = g.out().plain() && kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
-                       (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
+  const bool tma_out = g.Cf ? out_map(&tc, g.Cf, g.M, g.N, batch)
+                            : !g.add && kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
+                                  (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
   kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, tc, tp, tma_out, g.M, g.N, g.K, batch, kslice,
                                                                   g.bias, g.pre, g.act, g.out());
   return TC_OK;

@@ -79,7 +79,8 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 //   tma_store_3d  the reverse: a shared-memory box out to global memory,
 //                 asynchronous; bulk_commit groups a thread's stores and
 //                 bulk_wait_read<N> waits until all but its N latest groups
-//                 have read their shared memory (the box may be rewritten)
+//                 have read their shared memory (the box may be rewritten);
+//                 tma_reduce_add_3d adds the box into global memory instead
 //   mbar_*        the shared-memory barriers a producer and its consumers hand
 //                 stages over with: wait on a phase parity, arrive, expect bytes
 //   wgmma_desc    the descriptor of a k-major operand tile (_mn: m/n-major)
@@ -139,6 +140,15 @@ __device__ __forceinline__ void tma_store_3d(const void* tensor_map, const void*
                    tensor_map),
                "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z)
                : "memory");
+}
+// The same box added into global memory element by element (the L2 does the
+// adds, in the tensor map's type), for an accumulating float32 C.
+__device__ __forceinline__ void tma_reduce_add_3d(const void* tensor_map, const void* src, int x, int y, int z) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+          tensor_map),
+      "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z)
+      : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 template <int N>
