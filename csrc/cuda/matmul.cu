@@ -560,8 +560,9 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
 // The grid is persistent: one block per SM walks output tiles (batches
 // included) in grouped order, and the stage ring runs on across tiles, so the
 // producer loads the next tile's first stages while the consumers store this
-// one. Stores go through shared memory: TMA stores of 64 x 64 boxes where C
-// is plain and TMA can describe it (store_tma), else store_out.
+// one. Stores go through shared memory: TMA stores (and float32 reduce-adds)
+// of 64-row x 128-byte boxes where TMA can describe C (store_tma), else
+// store_out (a 16-bit C += P, and what TMA cannot describe).
 // The epilogue adds the bias to the fp32 accumulators, rounds them to the
 // output type (P), and writes P to pre and act(P) to C, as unfused torch
 // would compute F.gelu(F.linear(...)), without P's round trip to memory.
@@ -629,7 +630,8 @@ __device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
 // A consumer's 64 x 256 outputs, d[4j + 2h + e] at row 16 w + g + 8h and
 // column 8j + 2q + e (w the warp, lane = 4g + q), into C: P = d + bias, and
 // C = act(P) (with pre = P), C += P (Out::add) or a float32 C (Out::cf), each
-// with one rounding, as Out::put would. The fragments go to shared memory as
+// with one rounding, as Out::put would: what store_tma does not take (a
+// 16-bit C += P; a C or pre TMA cannot describe). The fragments go to shared memory as
 // float32, 64 rows x kCols columns a slab (kCols = 64 for a 16-bit C, 32 for
 // float32: 16 or 8 KiB), and come back 4 consecutive columns a thread (the
 // same 4 in every slab: 128 threads are whole rows of 16 or 8 chunks), where
@@ -645,14 +647,11 @@ __device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
 //   another: fused_linear_cross_entropy's grad_weight += (M 128256, N 4096,
 //   K 512) took 3.74 ms against cuBLAS's 1.12 on the H100; 1.44 against 0.90
 //   (flce_products.py) with this add path as it first landed (d939c2a,
-//   store_acc, before the plain path joined it; not rerun since).
-// - The plain epilogue before this staged T-rounded pairs and loaded two bias
-//   values per fragment pair: x @ W^T + b at 16384 x 3072 x 768 ran 388
-//   TFLOP/s, here 426 (cuBLAS 645). gemm_ksweep.py's fit over K says where
-//   the rest goes: the k-tiles run at cuBLAS's rate (0.67 us each) but a tile
-//   costs 6.6 us besides, against cuBLAS's 1.9: the epilogue, whose stores
-//   the tensor cores wait for. Overlapping it with the next tile's k-tiles
-//   (TMA stores, or consumers that take turns) is the next step.
+//   store_acc), but 2.55 against 0.90 here (86721c2 on; not yet profiled):
+//   fused_linear_cross_entropy's largest gap (BENCHMARKS, GPT step 6).
+// - The plain epilogue here: x @ W^T + b at 16384 x 3072 x 768 ran 426
+//   TFLOP/s (cuBLAS 645), a tile's fixed cost 6.6 us against cuBLAS's 1.9
+//   (gemm_ksweep.py); store_tma's 582 and 2.8 us replaced it.
 template <class T, bool kF>
 __device__ __forceinline__ void store_out(const float (&d)[128], float* staged, int64_t m0, int64_t n0, int64_t M,
                                           int64_t N, const T* bias, T* pre, int act, const Out<T>& out, int c,
