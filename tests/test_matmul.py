@@ -157,8 +157,9 @@ def test_matmul_cpu_work_split(dtype, layout, sa, sb):
 
 # accumulate (out += a @ b, BLAS's beta = 1) and c_float (a float32 out for 16-bit operands, the product
 # unrounded): how fused_linear_cross_entropy chains its grad_weight over token chunks. Every algo the device
-# runs: the wgmma kernel adds into a float32 out with TMA reduce-adds where TMA can describe it (N % 4 == 0:
-# 264, 136) and through store_out otherwise (and for a 16-bit out), the CUDA-core ones through the same Out.
+# runs: where TMA can describe the out (rows of 16-byte multiples: 264, 136), the wgmma kernel adds into a
+# float32 one with TMA reduce-adds and loads a 16-bit one's old boxes by TMA; elsewhere (129, 130) store_out
+# adds; the CUDA-core kernels go through the same Out.
 @pytest.mark.parametrize("device", _devices())
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("c_float", [False, True], ids=["c_dtype", "c_float"])
@@ -275,18 +276,39 @@ def test_matmul_batched_more_tiles_than_blocks(dtype, variant):
     check_op(ours, torch.matmul, [a, b], grad=False)
 
 
-# A float32 out (c_float) over more tiles than blocks, written and then added into: the wgmma kernel's
-# TMA stores and reduce-adds of 64 x 32 float boxes, ragged rows (1100) and a last box clipped to 8 of its
-# 32 columns (2056 = 8 x 256 + 8).
+# An out over more tiles than blocks (17 x 9 = 153 of 128 x 256 against 132 SMs; 5 k-tiles), written and
+# then added into: ragged rows (2100 = 16 x 128 + 52, the last tile's second consumer wholly past M) and a
+# last box clipped to 8 of its columns (2056 = 8 x 256 + 8). The wgmma kernel's TMA stores, its float32
+# reduce-adds (c_float), and for a 16-bit out the old boxes loaded by TMA, one box ahead, the first while the
+# tile's k-tiles run, then P + old rounded once.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("c_float", [False, True], ids=["c_dtype", "c_float"])
 @pytest.mark.parametrize("algo", ["auto", "wgmma"])
-def test_matmul_c_float_more_tiles_than_blocks(dtype, algo):
+def test_matmul_out_more_tiles_than_blocks(dtype, c_float, algo):
     from tinycuda import capi
-    a, b = _operands((1100, 64), (64, 2056), "NN", "cuda", dtype)
-    out = torch.full((1100, 2056), float("nan"), device="cuda")
-    capi.matmul(a, b, out=out, c_float=True, algo=f"TC_GEMM_{algo.upper()}")
+    a, b = _operands((2100, 320), (320, 2056), "NN", "cuda", dtype)
+    out = torch.full((2100, 2056), float("nan"), device="cuda", dtype=torch.float32 if c_float else dtype)
+    capi.matmul(a, b, out=out, c_float=c_float, algo=f"TC_GEMM_{algo.upper()}")
     want = a.double() @ b.double()
-    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
-    capi.matmul(a, b, out=out, accumulate=True, c_float=True, algo=f"TC_GEMM_{algo.upper()}")
-    torch.testing.assert_close(out.double(), 2 * want, rtol=1e-5, atol=1e-5)
+    assert_matches(out, (a.float() @ b.float()).to(out.dtype), want, rtol32=1e-5, atol32=1e-5)
+    c0 = torch.randn_like(out)
+    out.copy_(c0)
+    capi.matmul(a, b, out=out, accumulate=True, c_float=c_float, algo=f"TC_GEMM_{algo.upper()}")
+    same = c0 + a.float() @ b.float() if c_float else torch.addmm(c0, a, b)
+    assert_matches(out, same, c0.double() + want, rtol32=1e-5, atol32=1e-5)
+
+
+# out += a @ b with one rounding, as addmm's beta = 1: a product of 257 (exact in float32, a tie between
+# bfloat16's 256 and 258) added to an old -1 is 256 exactly; rounding the product first (256) and the sum
+# again would give 255. Every algo the device runs, through the wgmma kernel's TMA path (264 columns).
+@pytest.mark.parametrize("device", _devices())
+def test_matmul_accumulate_rounds_once(device):
+    from tinycuda import capi
+    a = torch.ones(130, 257, device=device, dtype=torch.bfloat16)
+    b = torch.ones(257, 264, device=device, dtype=torch.bfloat16)
+    algos = ["auto"] if device == "cpu" else ["auto", "naive", "tiled", "regtile", "mma", "wgmma"]
+    for algo in algos:
+        out = torch.full((130, 264), -1.0, device=device, dtype=torch.bfloat16)
+        capi.matmul(a, b, out=out, accumulate=True, algo=f"TC_GEMM_{algo.upper()}")
+        assert (out == 256).all(), (algo, out.unique())

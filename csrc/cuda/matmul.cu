@@ -562,7 +562,7 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream) {
 // producer loads the next tile's first stages while the consumers store this
 // one. Stores go through shared memory: TMA stores (and float32 reduce-adds)
 // of 64-row x 128-byte boxes where TMA can describe C (store_tma), else
-// store_out (a 16-bit C += P, and what TMA cannot describe).
+// store_out.
 // The epilogue adds the bias to the fp32 accumulators, rounds them to the
 // output type (P), and writes P to pre and act(P) to C, as unfused torch
 // would compute F.gelu(F.linear(...)), without P's round trip to memory.
@@ -630,8 +630,8 @@ __device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
 // A consumer's 64 x 256 outputs, d[4j + 2h + e] at row 16 w + g + 8h and
 // column 8j + 2q + e (w the warp, lane = 4g + q), into C: P = d + bias, and
 // C = act(P) (with pre = P), C += P (Out::add) or a float32 C (Out::cf), each
-// with one rounding, as Out::put would: what store_tma does not take (a
-// 16-bit C += P; a C or pre TMA cannot describe). The fragments go to shared memory as
+// with one rounding, as Out::put would: where store_tma cannot run (a C or
+// pre TMA cannot describe: N not a multiple of 16 bytes, a misaligned base). The fragments go to shared memory as
 // float32, 64 rows x kCols columns a slab (kCols = 64 for a 16-bit C, 32 for
 // float32: 16 or 8 KiB), and come back 4 consecutive columns a thread (the
 // same 4 in every slab: 128 threads are whole rows of 16 or 8 chunks), where
@@ -647,8 +647,9 @@ __device__ __noinline__ Vec<T, 4> activate4(int act, Vec<T, 4> v) {
 //   another: fused_linear_cross_entropy's grad_weight += (M 128256, N 4096,
 //   K 512) took 3.74 ms against cuBLAS's 1.12 on the H100; 1.44 against 0.90
 //   (flce_products.py) with this add path as it first landed (d939c2a,
-//   store_acc), but 2.55 against 0.90 here (86721c2 on; not yet profiled):
-//   fused_linear_cross_entropy's largest gap (BENCHMARKS, GPT step 6).
+//   store_acc), but 2.55 against 0.90 here (86721c2 on; not profiled):
+//   fused_linear_cross_entropy's largest gap (BENCHMARKS, GPT step 6),
+//   now store_tma's where TMA can describe C.
 // - The plain epilogue here: x @ W^T + b at 16384 x 3072 x 768 ran 426
 //   TFLOP/s (cuBLAS 645), a tile's fixed cost 6.6 us against cuBLAS's 1.9
 //   (gemm_ksweep.py); store_tma's 582 and 2.8 us replaced it.
@@ -750,10 +751,22 @@ __device__ __noinline__ void act_box(int act, const T* src, T* dst, int tid) {
   }
 }
 
-// The epilogue through TMA stores, for a plain 16-bit C (C = T) or a float32
-// one (C = float: c_float, split-K's partials, and with `add` c_float's
-// accumulate, whose box TMA adds into C in L2: the same float adds, one
-// rounding, as store_out's). A consumer's 64 x 256 outputs leave as boxes of
+// One 64-row x 128-byte box of C into shared memory by TMA (the old values a
+// 16-bit C += P adds to; prefetch_out has asked L2 for them): past M and N
+// the box is zero-filled, and `bar` completes when its 8 KiB have landed.
+template <class C>
+__device__ __forceinline__ void load_old_box(C* dst, const CUtensorMap* tc, int64_t n, int64_t m, int z,
+                                             uint64_t* bar) {
+  mbar_expect_bytes(bar, 64 * 128);
+  tma_load_3d(dst, tc, int(n), int(m), z, bar);
+}
+
+// The epilogue through TMA stores, for a 16-bit C (C = T) or a float32 one
+// (C = float: c_float, split-K's partials). With `add`, a float32 box is
+// added into C by TMA in L2 (the same float adds, one rounding, as
+// store_out's); a 16-bit C's old box comes in by TMA first (load_old_box,
+// one box ahead, the first with the tile's k-tiles), P + old in float,
+// rounded once, as addmm's beta = 1. A consumer's 64 x 256 outputs leave as boxes of
 // 64 rows x 128 bytes (64 columns of T, 32 of float), in two 8 KiB shared
 // buffers (X, Y) in TMA's 128-byte swizzle (16-byte chunk x of row r at
 // x ^ (r % 8): the fragment writes, 8 rows x 4 (8) bytes x 4 threads a warp,
@@ -761,7 +774,7 @@ __device__ __noinline__ void act_box(int act, const T* src, T* dst, int tid) {
 // out while the consumer moves on: to the next box, and after the last to the
 // next tile's k-tiles, so the stores overlap the MMAs that store_out's waited
 // for (a tile's fixed cost 2.8 us against store_out's 6.6; cuBLAS 1.9). A box:
-//   P = d + bias rounded to C into X          (the fragments, once)
+//   P = d + bias (+ old C) rounded to C into X   (the fragments, once)
 //   pre <- X                                  (with pre)
 //   act(P) rounded again into Y (X without pre), from X's chunks (act_box)
 //   C <- Y, or C <- X (C += X with add) without an activation
@@ -776,8 +789,9 @@ __device__ __noinline__ void act_box(int act, const T* src, T* dst, int tid) {
 template <class T, class C>
 __device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const T* bias_s, int64_t m0, int64_t n0,
                                           int z, const CUtensorMap* tc, const CUtensorMap* tp, int act, bool add,
-                                          int c, int tid) {
+                                          uint64_t* loaded, int c, int tid) {
   constexpr int kW = 128 / sizeof(C), kEl = 16 / sizeof(C);  // a box's columns; a 16-byte chunk's
+  constexpr bool kF = std::is_same_v<C, float>;
   const int w = tid / 32, g = tid % 32 / 4, q = tid % 4;
   int used = 0;  // boxes this call has stored
   // the consumer's 128 threads wait until the store that read buffer `used`
@@ -800,7 +814,24 @@ __device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const
 #pragma unroll
   for (int box = 0; box < 256 / kW; ++box) {
     C* x = boxes + (used % 2) * 64 * kW;
-    claim();
+    // a 16-bit C += P: the old C box comes in by TMA (load_old_box); one
+    // store a box (used == box) and no act or pre, as matmul_check allows
+    const bool load = !kF && add;
+    if (load) {
+      // box + 1's old C into the other buffer once the store that read it
+      // (box - 1's) is done; box 0's was asked for with the tile's k-tiles
+      if (box + 1 < 256 / kW && tid == 0) {
+        bulk_wait_read<0>();
+        load_old_box(boxes + (used + 1) % 2 * 64 * kW, tc, n0 + kW * (box + 1), m0, z, &loaded[(used + 1) % 2]);
+      }
+      // each buffer is loaded twice a tile (4 boxes): the second time, parity 1
+      mbar_wait(&loaded[used % 2], box / 2);
+      // the mbarrier (one arrival, thread 0's) orders no thread's bias_s
+      // writes: claim's barrier does that on the other paths
+      if (box == 0) named_barrier(1 + c, 128);
+    } else {
+      claim();
+    }
 #pragma unroll
     for (int jj = 0; jj < kW / 8; ++jj) {
       const int j = box * (kW / 8) + jj, col = 8 * jj + 2 * q;  // col: in the box
@@ -808,10 +839,19 @@ __device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * w + g + 8 * h;
+        Vec<C, 2>* at = reinterpret_cast<Vec<C, 2>*>(x + r * kW + ((col / kEl) ^ (r % 8)) * kEl + col % kEl);
+        float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
         Vec<C, 2> pair;
-        if constexpr (std::is_same_v<C, float>) pair.v[0] = d[4 * j + 2 * h] + b0, pair.v[1] = d[4 * j + 2 * h + 1] + b1;
-        else pair.v[0] = from_acc<C>(d[4 * j + 2 * h] + b0), pair.v[1] = from_acc<C>(d[4 * j + 2 * h + 1] + b1);
-        *reinterpret_cast<Vec<C, 2>*>(x + r * kW + ((col / kEl) ^ (r % 8)) * kEl + col % kEl) = pair;
+        if constexpr (kF) {
+          pair.v[0] = v0, pair.v[1] = v1;
+        } else {
+          if (load) {  // P + old C in float, one rounding (this thread's own pair: no other thread reads it)
+            const Vec<C, 2> old_c = *at;
+            v0 += to_acc(old_c.v[0]), v1 += to_acc(old_c.v[1]);
+          }
+          pair.v[0] = from_acc<C>(v0), pair.v[1] = from_acc<C>(v1);
+        }
+        *at = pair;
       }
     }
     if constexpr (std::is_same_v<C, float>) {
@@ -891,13 +931,14 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   // ST/LD, which it did through the uintptr_t round trip)
   T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
   T* sb = sa + kStages * kATile;
-  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages], loaded[kConsumers][2];
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t tiles_mn = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), tiles = tiles_mn * batch;
   const int tiles_k = int((K + BK - 1) / BK);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumers);
+    for (int i = 0; i < kConsumers * 2; ++i) mbar_init(&loaded[i / 2][i % 2], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
   }
   __syncthreads();
@@ -960,6 +1001,12 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
       wgmma_wait<1>();
       wgmma_pin(d);
       if (t > kr.t0 && tid == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      // a 16-bit C += P: the old C of the epilogue's first box, asked for
+      // once the previous tile's third box store (the same buffer) is done
+      if (tma_out && out.add && !out.cf && t == kr.t0 && tid == 0) {
+        bulk_wait_read<1>();
+        load_old_box(reinterpret_cast<T*>(staged), &tma_c, at.n0, at.m0 + c * 64, at.z, &loaded[c][0]);
+      }
     }
     wgmma_wait<0>();
     wgmma_pin(d);
@@ -972,10 +1019,10 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     if (tma_out && bias) bias_s[tid] = bv[0], bias_s[tid + 128] = bv[1];
     if (tma_out && out.cf)
       store_tma<T, float>(d, staged, bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c, nullptr, TC_ACT_NONE,
-                          out.add, c, tid);
+                          out.add, nullptr, c, tid);
     else if (tma_out)
       store_tma<T, T>(d, reinterpret_cast<T*>(staged), bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c,
-                      pre ? &tma_pre : nullptr, act, false, c, tid);
+                      pre ? &tma_pre : nullptr, act, out.add, loaded[c], c, tid);
     else if (out.cf)
       store_out<T, true>(d, staged, m0, at.n0, M, N, bias, nullptr, TC_ACT_NONE, out.at(z_off), c, tid);
     else
@@ -1055,11 +1102,11 @@ tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap&
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
   const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
-  // store_tma where C has a TMA map: 16-bit without add (C and pre), or
-  // float32 (split-K's partials: `batch` slices)
+  // store_tma where C has a TMA map: 16-bit (C and pre), or float32
+  // (split-K's partials: `batch` slices)
   CUtensorMap tc{}, tp{};
   const bool tma_out = g.Cf ? out_map(&tc, g.Cf, g.M, g.N, batch)
-                            : !g.add && kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
+                            : kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
                                   (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
   kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, tc, tp, tma_out, g.M, g.N, g.K, batch, kslice,
                                                                   g.bias, g.pre, g.act, g.out());

@@ -157,18 +157,31 @@ __device__ __forceinline__ void bulk_wait_read() {
 }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-// The driver's tensor-map encoder (cuTensorMapEncodeTiled), found through the
-// runtime so that nothing links -lcuda; nullptr where the driver lacks it.
+// A driver entry point found through the runtime, so that nothing links
+// -lcuda; nullptr where the driver lacks it.
+inline void* driver_entry(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return f;
+}
+
+// The driver's tensor-map encoder (cuTensorMapEncodeTiled); nullptr where the
+// driver lacks it. The driver encodes in the calling thread's current
+// context, and a thread whose first CUDA call this is has none (autograd's
+// backward thread: the encode failed with CUDA_ERROR_INVALID_CONTEXT under
+// memcheck and the product fell back to mma). Where none is current,
+// cudaSetDevice binds the current device's primary context (documented to,
+// without synchronizing), as the runtime would at its next call; a context
+// the caller made current is left alone.
 inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
+  static const auto fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(driver_entry("cuTensorMapEncodeTiled"));
+  static const auto current = reinterpret_cast<CUresult (*)(CUcontext*)>(driver_entry("cuCtxGetCurrent"));
+  CUcontext ctx = nullptr;
+  int dev = 0;
+  if (current && current(&ctx) == CUDA_SUCCESS && !ctx && cudaGetDevice(&dev) == cudaSuccess) cudaSetDevice(dev);
   return fn;
 }
 
