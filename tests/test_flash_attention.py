@@ -274,6 +274,56 @@ def test_flash_attention_varlen_is_per_sequence(device, dtype):
     assert (out[-3:] == 0).all() and (grads[0][-3:] == 0).all()
 
 
+# Packed batches whose sequences end inside the wgmma kernels' tiles (64 and 128 rows: forward K/V 128 at
+# D <= 128 and 64 at D = 256, dq's K/V 64, dkv's Q/dO 64), so their last tiles load the next sequences' rows:
+# (lengths of q, of k, heads_q, heads_kv, the poisoned sequence, options). In the second, sequence 0's last
+# forward tile (keys 128..255) reaches past sequence 1 into sequence 2.
+POISON_CASES = [
+    ((100, 77, 60), (100, 77, 60), 2, 2, 2, {}),
+    ((77, 100, 30), (130, 65, 50), 4, 2, 1, {"causal": True}),
+]
+
+
+def _device_variants():
+    return [("cpu", "auto")] + ([("cuda", v) for v in ("auto", *variants.names("flash_attention"))] if HAS_CUDA else [])
+
+
+@pytest.mark.parametrize("device,variant", _device_variants())
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("poison", [math.inf, math.nan], ids=["inf", "nan"])
+@pytest.mark.parametrize("case", POISON_CASES, ids=lambda c: f"{len(c[0])}seqs-poison{c[4]}" + "".join(c[5]))
+def test_flash_attention_varlen_inf_stays_in_its_sequence(device, variant, dtype, head_dim, poison, case):
+    """An inf or NaN in one sequence of a packed batch (every element of its q, k, v and grad_out rows)
+    changes no other sequence: their out, lse, grad q, k, v are finite and, bit for bit, what each gives
+    alone. A tile that runs past a sequence's end loads the next one's rows; masking gives P = 0 and
+    dS = 0 there, but 0 x inf = NaN, so the kernels must hold zeros in those rows where a product
+    multiplies them (wgmma: V in the forward, K in dq, Q and dO in dkv)."""
+    lens_q, lens_k, hq, hkv, bad, kw = case
+    if variant in ("mma", "wgmma") and dtype == torch.float32:
+        pytest.skip("the mma and wgmma variants run fp16/bf16 only (their refusal: the variants tests)")
+    op = torch.ops.tinycuda.flash_attention if variant == "auto" else variants.get("flash_attention", variant)
+    causal = kw.get("causal", False)
+    q = torch.randn(sum(lens_q), hq, head_dim, device=device).to(dtype)
+    k, v = (torch.randn(sum(lens_k), hkv, head_dim, device=device).to(dtype) for _ in range(2))
+    g = torch.randn_like(q)
+    vl = varlen(lens_q, lens_k, device, **kw)
+    cq, ck = vl["cu_seqlens_q"].tolist(), vl["cu_seqlens_k"].tolist()
+    for t, cu in ((q, cq), (k, ck), (v, ck), (g, cq)):
+        t[cu[bad]:cu[bad + 1]] = poison
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out, lse = op(q, k, v, **vl)
+    grads = torch.autograd.grad(out, (q, k, v), g)
+    for b in (b for b in range(len(lens_q)) if b != bad):
+        qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        one = [t[None, s].detach().requires_grad_() for t, s in ((q, qs), (k, ks), (v, ks))]
+        o1, l1 = op(*one, causal=causal)
+        g1 = torch.autograd.grad(o1, one, g[None, qs])
+        for name, got, want in [("out", out[qs], o1[0]), ("lse", lse[b, :, :lens_q[b]], l1[0])] + [
+                (f"grad_{n}", whole[s], part[0]) for n, whole, s, part in zip("qkv", grads, (qs, ks, ks), g1)]:
+            assert torch.isfinite(got).all(), f"sequence {b}: {name} has {int((~torch.isfinite(got)).sum())} non-finite"
+            assert torch.equal(got, want), f"sequence {b}: {name}"
+
+
 def test_capi_varlen_matches_the_torch_op():
     from tinycuda import capi
     kw = varlen((4, 1, 6), (3, 5, 6), "cpu", causal=True)

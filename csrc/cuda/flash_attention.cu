@@ -152,7 +152,12 @@
 // sequence; a block (or NAIVE warp) looks up its sequence's rows and lengths
 // (AttentionBatch::seq, shared/flash_attention_check.h) and returns when its
 // rows lie past them. Tiles start at the sequence's first row, so a packed
-// batch computes each sequence bit for bit as a batch of one would. Measured
+// batch computes each sequence bit for bit as a batch of one would; a tile
+// that runs past the sequence's end holds zeros there as a batch's would
+// (MMA: cp.async's zero-fill; WGMMA, whose TMA boxes load the next
+// sequence's rows: zeroed in shared memory where a product multiplies them,
+// V in the forward, K in dq, Q and dO in dkv), so an inf or NaN in one
+// sequence never reaches another (0 x inf = NaN even where P or dS is 0). Measured
 // (H100, bf16, H = 32, D = 128, 4 x 4096 packed against [4, 4096] batched):
 // forward 537 against 564 TFLOP/s (causal 479 against 492).
 #include "tinycuda/flash_attention.h"
@@ -694,7 +699,9 @@ __device__ __forceinline__ int tile_col(I v, I n0) {
 // crosses an edge of the band, seqlen included). Masked entries are selected
 // to 0, not multiplied by 0, so a non-finite logit there stays out of dS; the
 // products after still multiply those zeros by the tile's rows, so inf in
-// any row of a tile gives NaN (as FA2).
+// any of the sequence's own rows of a tile gives NaN (as FA2); rows past the
+// sequence are zeros (cp.async's zero-fill; the wgmma kernels zero a varlen
+// tile's rows of the next sequence where a product multiplies them).
 //
 // Positions (I: int64_t, or int relative to a block's first row) are
 // compared only to each other.
@@ -1116,7 +1123,9 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool row
 // slower, docs/BENCHMARKS.md). A block is 3 warpgroups over 128 query rows of one
 // (b, h): a producer whose one thread issues TMA copies (Q once, then K and V
 // tiles of kBN keys into a kStages ring, 128-byte swizzled, zero-filled past
-// seqlen and head_dim), and two consumers of 64 rows each that run, per tile,
+// seqlen and head_dim; a varlen sequence's last tile holds the next one's
+// rows instead, which the producer's warp zeroes in V), and two consumers of
+// 64 rows each that run, per tile,
 //   S = Q K^T   wgmma_ss m64 n=kBN, Q and K k-major from shared memory
 //   softmax     the mma.sync kernel's tile_logits / softmax_step on the same
 //               fragments (wgmma's m64 accumulators are four warps' m16 ones)
@@ -1143,6 +1152,21 @@ __device__ __forceinline__ int swizzled(int r, int c) {
   return (c / 64) * kRows * 64 + r * 64 + (((c % 64) / 8) ^ (r % 8)) * 8 + c % 8;
 }
 
+// Zeroes rows [from, kRows) of such a tile, thread i of n, 16 bytes a store:
+// the swizzle moves chunks only within a row, so row r is still bytes
+// [128 r, 128 r + 128) of each box. For the varlen tiles that run past their
+// sequence's last row (the kernels below: which tiles, who, and why). The
+// caller then fences (fence_async_shared: wgmma reads through the async
+// proxy) before it hands the stage to the consumers.
+template <class T, int kRows, int D>
+__device__ __forceinline__ void zero_rows(T* tile, int from, int i, int n) {
+#pragma unroll
+  for (int x = 0; x < D / 64; ++x) {
+    uint4* box = reinterpret_cast<uint4*>(tile + x * kRows * 64);
+    for (int j = from * 8 + i; j < kRows * 8; j += n) box[j] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
@@ -1153,7 +1177,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
   T* sq = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* skv = sq + kBM * D;  // stage s: K at skv + 2 s BN D, V right after
-  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages];
+  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages], tail_full;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBM;
@@ -1167,33 +1191,62 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   // TMA coordinates: a varlen batch is one packed [total, heads, D] tensor
   // (tensor_map's batch of 1), its sequence b at row q0 (k0). Rows loaded past
   // the sequence's end are the next sequence's (or zeros past the tensor):
-  // keys there are masked like keys past seqlen_k, query rows never stored.
+  // keys there are masked like keys past seqlen_k (and V's zeroed: the
+  // producer's `part`), query rows never stored.
   const int tb = a.seqs.cu_q ? 0 : int(b), tq0 = int(seq.q0 + m0), tk0 = int(seq.k0 + kv_lo);
 
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
     for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 2);
+    mbar_init(&tail_full, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
   }
   __syncthreads();
 
   if (wg == 0) {  // producer
     setmaxnreg_dec<24>();
-    if (tid == 0 && tiles > 0) {
-      mbar_expect_bytes(&q_full, kBM * D * sizeof(T));
+    // Keys masked past the sequence are not enough for P V: it multiplies
+    // their P = 0 by the V rows loaded there, the next varlen sequence's, and
+    // 0 x inf = NaN, so an inf or NaN in that sequence's V would reach this
+    // one's O. Only the last tile can hold such rows (every earlier one ends
+    // at or below kv_lo + (tiles - 1) BN < kv_hi <= len_k): when it does
+    // (`part`), its copies complete on `tail_full` instead of full[s], and
+    // this warp zeroes V's rows len_k - n_last.. once they have landed, then
+    // thread 0 arrives on full[s] in place of its expect_tx. Here and not in
+    // the consumers: their loop keeps no test per tile and no stores on its
+    // critical path (and in dkv, at its register limit, a conditional
+    // zeroing there spilled). A batch's rows past seqlen_k are TMA's zeros
+    // already. K's need nothing: tile_logits selects -inf over those logits
+    // whatever Q K^T gave there (inf, NaN).
+    const int64_t n_last = kv_lo + int64_t(tiles - 1) * BN;  // the last tile's first key
+    const bool part = a.seqs.cu_q && n_last + BN > seq.len_k;
+    if (tid < 32 && tiles > 0) {
+      if (tid == 0) {
+        mbar_expect_bytes(&q_full, kBM * D * sizeof(T));
 #pragma unroll
-      for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
-      for (int t = 0; t < tiles; ++t) {
-        const int s = t % kStages;
-        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
-        mbar_expect_bytes(&full[s], 2 * BN * D * sizeof(T));
-        T* sk = skv + 2 * s * BN * D;
-        const int n0 = tk0 + t * BN;
+        for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
+        for (int t = 0; t < tiles; ++t) {
+          const int s = t % kStages;
+          if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+          uint64_t* landed = part && t == tiles - 1 ? &tail_full : &full[s];
+          mbar_expect_bytes(landed, 2 * BN * D * sizeof(T));
+          T* sk = skv + 2 * s * BN * D;
+          const int n0 = tk0 + t * BN;
 #pragma unroll
-        for (int x = 0; x < kBoxes; ++x) {
-          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, &full[s]);
-          tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, &full[s]);
+          for (int x = 0; x < kBoxes; ++x) {
+            tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, landed);
+            tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, landed);
+          }
         }
+      }
+      __syncwarp();
+      if (part) {  // warp-uniform; at most 127 rows x 256 bytes (D = 128): 64 stores a lane
+        const int s = (tiles - 1) % kStages;
+        mbar_wait(&tail_full, 0);
+        zero_rows<T, BN, D>(skv + 2 * s * BN * D + BN * D, int(seq.len_k - n_last), tid, 32);
+        fence_async_shared();  // each lane, before the consumers' wgmma (async proxy) read the rows
+        __syncwarp();
+        if (tid == 0) mbar_arrive(&full[s]);  // release: the warp's zeros are seen by whoever waits
       }
     }
     return;
@@ -1354,7 +1407,8 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 // delta stays attention_delta_kernel) in the forward's shape: 3 warpgroups, a
 // producer whose TMA thread fills a kStages ring of 128-byte swizzled boxes
 // (64 columns; zero-filled past seqlen and head_dim, or the next varlen
-// sequence's rows, masked), two consumers of 64 output rows each. D in {64,
+// sequence's rows, masked, and zeroed where dQ += dS K or dV, dK read them:
+// the producers' `part`), two consumers of 64 output rows each. D in {64,
 // 128} (a smaller D rounds up: TMA zero-fills the columns past head_dim).
 //
 // dq: a block per (b, h, 128 query rows), last query tiles first; Q and dO
@@ -1387,6 +1441,11 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 // `empty[s]`, count 8: every consumer warp arrives once per tile, skipped
 // tiles included, from lane 0 after __syncwarp and after its last wgmma reading
 // the stage completed, so the producer overwrites a stage no warp still reads.
+// A tile holding the next varlen sequence's rows (`part`: dq's last, dkv's
+// last of each head) completes its copies on `tail_full` (count 1, the TMA
+// thread's expect_tx) instead; the producer's warp waits there, zeroes K's
+// rows (dq) or Q's and dO's (dkv), fences, and arrives on full[s] for the
+// copies: dq's thread 0 once, after a __syncwarp; dkv's thread 0 twice.
 // A block with no tile (no key in its queries' band, or no query seeing its
 // keys) loads nothing and writes zeros.
 //
@@ -1431,7 +1490,7 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
   T* sq = align_1k<T>(smem_raw);  // Q [kBoxes][BM][64]; at the end dQ
   T* sg = sq + BM * D;            // dO, the same
   T* skv = sg + BM * D;           // stage s: K at skv + 2 s BN D, V right after
-  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages];
+  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages], tail_full;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * BM;
@@ -1448,30 +1507,49 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
     for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    mbar_init(&tail_full, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   if (wg == 0) {  // producer
     setmaxnreg_dec<24>();
-    if (tid == 0 && tiles > 0) {
-      mbar_expect_bytes(&q_full, 2 * BM * D * sizeof(T));
-#pragma unroll
-      for (int x = 0; x < kBoxes; ++x) {
-        tma_load_4d(sq + x * BM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
-        tma_load_4d(sg + x * BM * 64, &tg, 64 * x, tq0, int(h), tb, &q_full);
-      }
-      for (int t = 0; t < tiles; ++t) {
-        const int s = t % kStages;
-        if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
-        mbar_expect_bytes(&full[s], 2 * BN * D * sizeof(T));
-        T* sk = skv + 2 * s * BN * D;
-        const int n0 = tk0 + t * BN;
+    // The forward's `part`, for K: S and dP over the next varlen sequence's
+    // rows are masked by dq_grads' select (dS = 0 whatever they were), but
+    // dQ += dS K multiplies those zeros by the rows of K, and 0 x inf = NaN.
+    // V's need nothing (only dP reads V).
+    const int64_t n_last = kv_lo + int64_t(tiles - 1) * BN;  // the last tile's first key
+    const bool part = a.seqs.cu_q && n_last + BN > seq.len_k;
+    if (tid < 32 && tiles > 0) {
+      if (tid == 0) {
+        mbar_expect_bytes(&q_full, 2 * BM * D * sizeof(T));
 #pragma unroll
         for (int x = 0; x < kBoxes; ++x) {
-          tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, &full[s]);
-          tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, &full[s]);
+          tma_load_4d(sq + x * BM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
+          tma_load_4d(sg + x * BM * 64, &tg, 64 * x, tq0, int(h), tb, &q_full);
         }
+        for (int t = 0; t < tiles; ++t) {
+          const int s = t % kStages;
+          if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+          uint64_t* landed = part && t == tiles - 1 ? &tail_full : &full[s];
+          mbar_expect_bytes(landed, 2 * BN * D * sizeof(T));
+          T* sk = skv + 2 * s * BN * D;
+          const int n0 = tk0 + t * BN;
+#pragma unroll
+          for (int x = 0; x < kBoxes; ++x) {
+            tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, landed);
+            tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, landed);
+          }
+        }
+      }
+      __syncwarp();
+      if (part) {  // warp-uniform, as the forward's
+        const int s = (tiles - 1) % kStages;
+        mbar_wait(&tail_full, 0);
+        zero_rows<T, BN, D>(skv + 2 * s * BN * D, int(seq.len_k - n_last), tid, 32);
+        fence_async_shared();
+        __syncwarp();
+        if (tid == 0) mbar_arrive(&full[s]);
       }
     }
     return;
@@ -1575,7 +1653,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   T* sv = sk + BN * D;            // V, the same; at the end dV
   T* sqg = sv + BN * D;           // stage s: Q at sqg + 2 s BM D, dO right after
   float* sl = reinterpret_cast<float*>(sqg + 2 * kStages * BM * D);  // stage s: lse log2(e) at sl + 2 s BM, delta after
-  __shared__ __align__(8) uint64_t kv_full, full[kStages], empty[kStages];
+  __shared__ __align__(8) uint64_t kv_full, full[kStages], empty[kStages], tail_full;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t id = blockIdx.x, bg = id / k_tiles, n0 = id % k_tiles * BN;
@@ -1595,6 +1673,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   if (threadIdx.x == 0) {
     mbar_init(&kv_full, 1);
     for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1 + 32), mbar_init(&empty[s], 8);
+    mbar_init(&tail_full, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -1614,19 +1693,34 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
       // lse = +inf (P = 0), delta = 0. The ring's stage s, the parity of its
       // current use, and whether it held an earlier tile (whose release by
       // `empty` the copies must wait for).
-      int s = 0, phase = 0;
+      //
+      // A varlen sequence's last tile of each head can hold the next
+      // sequence's rows of Q and dO (`part`, as the forward's). S^T and
+      // dP^T there are masked by dkv_grads' select (P^T = dS^T = 0 whatever
+      // they were), but dV += P^T dO and dK += dS^T Q multiply those zeros by
+      // the rows of dO and Q, and 0 x inf = NaN. This warp zeroes them before
+      // the consumers see the stage: that tile's copies complete on
+      // `tail_full` instead of full[s], the lanes wait for them, store zeros
+      // over rows len_q - m0.., fence, and arrive on full[s] (thread 0 twice,
+      // for the expect_tx arrival it did not make). Here and not in the
+      // consumers: their loop is at its register limit (a conditional
+      // zeroing and barrier there spilled 28 bytes at D = 128, ptxas), while
+      // this warp waits one copy's latency once a head, a stage ahead of them.
+      int s = 0, phase = 0, tail_phase = 0;
       bool reuse = false;
       for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h)
         for (int qt = 0; qt < q_tiles; ++qt) {
           const int64_t m0 = qb_lo + int64_t(qt) * BM;
+          const bool part = a.seqs.cu_q && m0 + BM > seq.len_q;  // only the last tile can be
           if (reuse) mbar_wait(&empty[s], phase ^ 1);  // every lane: each stores into the stage below
+          T* dst = sqg + 2 * s * BM * D;  // Q, then dO
           if (tid == 0) {
-            mbar_expect_bytes(&full[s], 2 * BM * D * sizeof(T));
-            T* dst = sqg + 2 * s * BM * D;  // Q, then dO
+            uint64_t* landed = part ? &tail_full : &full[s];
+            mbar_expect_bytes(landed, 2 * BM * D * sizeof(T));
 #pragma unroll
             for (int x = 0; x < kBoxes; ++x) {
-              tma_load_4d(dst + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
-              tma_load_4d(dst + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, &full[s]);
+              tma_load_4d(dst + x * BM * 64, &tq, 64 * x, int(seq.q0 + m0), int(h), tb, landed);
+              tma_load_4d(dst + BM * D + x * BM * 64, &tg, 64 * x, int(seq.q0 + m0), int(h), tb, landed);
             }
           }
           float* l = sl + 2 * s * BM;
@@ -1637,6 +1731,16 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
             const bool in = i < seq.len_q;
             l[r] = in ? a.lse[row0 + i] * kLog2e : INFINITY;
             l[BM + r] = in ? a.delta[row0 + i] : 0.f;
+          }
+          if (part) {  // warp-uniform
+            mbar_wait(&tail_full, tail_phase);
+            __syncwarp();  // every lane past this phase before thread 0 can start the next (next head's)
+            tail_phase ^= 1;
+            const int from = int(seq.len_q - m0);  // 1..63
+            zero_rows<T, BM, D>(dst, from, tid, 32);
+            zero_rows<T, BM, D>(dst + BM * D, from, tid, 32);
+            fence_async_shared();  // before the consumers' wgmma (async proxy) reads them
+            if (tid == 0) mbar_arrive(&full[s]);
           }
           mbar_arrive(&full[s]);  // release: these stores are seen by whoever waits on full[s]
           if (++s == kStages) s = 0, phase ^= 1, reuse = true;
