@@ -3,8 +3,12 @@ bf16, float32 grad_weight accumulator) and issue 13's shape (8192 x 4096 x 12825
 time, and the memory above the inputs (the [chunk, V] buffer, grad_weight, its float32 accumulator).
 tc_fused_linear_cross_entropy_chunk (cross_entropy.h) picks the chunk the op takes by default ("auto").
 
-    python3 scripts/flce_chunk_sweep.py      # CUDA
+    python3 scripts/flce_chunk_sweep.py             # CUDA
+    python3 scripts/flce_chunk_sweep.py --profile   # the default chunk only, and where one call's time goes,
+                                                    # by kernel (torch.profiler)
 """
+import sys
+
 import torch
 
 import tinycuda
@@ -19,7 +23,7 @@ def main():
         x = (torch.randn(n, h, device="cuda", dtype=torch.bfloat16) * 0.5).requires_grad_()
         w = (torch.randn(v, h, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
         t = torch.randint(0, v, (n,), device="cuda")
-        for chunk in (0, 512, 1024, 2048, 4096, 8192):
+        for chunk in (0,) if "--profile" in sys.argv else (0, 512, 1024, 2048, 4096, 8192):
             if chunk > n:
                 continue
 
@@ -38,6 +42,11 @@ def main():
             ms = timer(run)
             print(f"{name:9s} {n}x{h}x{v} chunk {chunk or 'auto':>5}: {ms:7.2f} ms "
                   f"{6 * n * h * v / ms / 1e9:6.1f} TFLOP/s, peak {extra:.2f} GiB above the inputs", flush=True)
+            if "--profile" in sys.argv:
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    run()
+                    torch.cuda.synchronize()
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))
 
 
 if __name__ == "__main__":

@@ -1167,6 +1167,42 @@ __device__ __forceinline__ void zero_rows(T* tile, int from, int i, int n) {
   }
 }
 
+// The producer warp of the forward and of dq (`lane` 0..31): thread 0
+// streams `tiles` tiles of BN keys, K then V of kv head hk from key row n0,
+// through the kStages ring at skv (stage s: K at skv + 2 s BN D, V after),
+// a stage refilled once `empty[s]` says its readers are done with it. When
+// the last tile runs past a varlen sequence's end (`part`), its copies land
+// on `tail_full` instead, and the warp zeroes its rows `from`.. of K (kZeroK:
+// dq) or of V (the forward) before it hands the stage over on full[s] (the
+// kernels say why those rows).
+template <class T, int BN, int D, bool kZeroK>
+__device__ __forceinline__ void kv_ring(const CUtensorMap* tk, const CUtensorMap* tv, T* skv, uint64_t* full,
+                                        uint64_t* empty, uint64_t* tail_full, int tiles, int n0, int hk, int tb,
+                                        bool part, int from, int lane) {
+  if (lane == 0)
+    for (int t = 0; t < tiles; ++t) {
+      const int s = t % kStages;
+      if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
+      uint64_t* landed = part && t == tiles - 1 ? tail_full : &full[s];
+      mbar_expect_bytes(landed, 2 * BN * D * sizeof(T));
+      T* sk = skv + 2 * s * BN * D;
+#pragma unroll
+      for (int x = 0; x < D / 64; ++x) {
+        tma_load_4d(sk + x * BN * 64, tk, 64 * x, n0 + t * BN, hk, tb, landed);
+        tma_load_4d(sk + BN * D + x * BN * 64, tv, 64 * x, n0 + t * BN, hk, tb, landed);
+      }
+    }
+  __syncwarp();
+  if (part) {  // warp-uniform; at most 127 rows x 256 bytes (D = 128): 64 stores a lane
+    const int s = (tiles - 1) % kStages;
+    mbar_wait(tail_full, 0);
+    zero_rows<T, BN, D>(skv + 2 * s * BN * D + (kZeroK ? 0 : BN * D), from, lane, 32);
+    fence_async_shared();  // each lane, before the consumers' wgmma (async proxy) read the rows
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&full[s]);  // release: the warp's zeros are seen by whoever waits
+  }
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
@@ -1225,29 +1261,9 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
         mbar_expect_bytes(&q_full, kBM * D * sizeof(T));
 #pragma unroll
         for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
-        for (int t = 0; t < tiles; ++t) {
-          const int s = t % kStages;
-          if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
-          uint64_t* landed = part && t == tiles - 1 ? &tail_full : &full[s];
-          mbar_expect_bytes(landed, 2 * BN * D * sizeof(T));
-          T* sk = skv + 2 * s * BN * D;
-          const int n0 = tk0 + t * BN;
-#pragma unroll
-          for (int x = 0; x < kBoxes; ++x) {
-            tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, landed);
-            tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, landed);
-          }
-        }
       }
-      __syncwarp();
-      if (part) {  // warp-uniform; at most 127 rows x 256 bytes (D = 128): 64 stores a lane
-        const int s = (tiles - 1) % kStages;
-        mbar_wait(&tail_full, 0);
-        zero_rows<T, BN, D>(skv + 2 * s * BN * D + BN * D, int(seq.len_k - n_last), tid, 32);
-        fence_async_shared();  // each lane, before the consumers' wgmma (async proxy) read the rows
-        __syncwarp();
-        if (tid == 0) mbar_arrive(&full[s]);  // release: the warp's zeros are seen by whoever waits
-      }
+      kv_ring<T, BN, D, false>(&tk, &tv, skv, full, empty, &tail_full, tiles, tk0, int(hk), tb, part,
+                               int(seq.len_k - n_last), tid);
     }
     return;
   }
@@ -1347,21 +1363,14 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
 }
 
 // q, k or v as a 4-D TMA map (head_dim, rows, heads, batch) in [box_rows][64]
-// boxes; false when the driver refuses it (AUTO then runs mma). A size-1
+// boxes; false when TMA cannot describe it (tma_map: AUTO then runs mma). A size-1
 // dimension's stride is never stepped: any legal value stands in for it.
 template <class T>
 bool tensor_map(CUtensorMap* map, const T* x, const int64_t (&s)[3], int64_t rows, int64_t heads, int64_t batch,
                 int64_t head_dim, int box_rows) {
   const int64_t row = rows > 1 ? s[1] : head_dim, head = heads > 1 ? s[2] : row * rows,
                 bat = batch > 1 ? s[0] : head * heads;
-  const cuuint64_t dims[4] = {cuuint64_t(head_dim), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
-  const cuuint64_t strides[3] = {cuuint64_t(row) * sizeof(T), cuuint64_t(head) * sizeof(T),
-                                 cuuint64_t(bat) * sizeof(T)};
-  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
-  const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return tma_encoder()(map, type, 4, const_cast<T*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return tma_map<T, 4>(map, x, {head_dim, rows, heads, batch}, {row, head, bat}, {64, cuuint32_t(box_rows), 1, 1});
 }
 
 // Why the wgmma kernel cannot run this problem (beyond fa2::blocker's rules,
@@ -1528,29 +1537,9 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
           tma_load_4d(sq + x * BM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
           tma_load_4d(sg + x * BM * 64, &tg, 64 * x, tq0, int(h), tb, &q_full);
         }
-        for (int t = 0; t < tiles; ++t) {
-          const int s = t % kStages;
-          if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
-          uint64_t* landed = part && t == tiles - 1 ? &tail_full : &full[s];
-          mbar_expect_bytes(landed, 2 * BN * D * sizeof(T));
-          T* sk = skv + 2 * s * BN * D;
-          const int n0 = tk0 + t * BN;
-#pragma unroll
-          for (int x = 0; x < kBoxes; ++x) {
-            tma_load_4d(sk + x * BN * 64, &tk, 64 * x, n0, int(hk), tb, landed);
-            tma_load_4d(sk + BN * D + x * BN * 64, &tv, 64 * x, n0, int(hk), tb, landed);
-          }
-        }
       }
-      __syncwarp();
-      if (part) {  // warp-uniform, as the forward's
-        const int s = (tiles - 1) % kStages;
-        mbar_wait(&tail_full, 0);
-        zero_rows<T, BN, D>(skv + 2 * s * BN * D, int(seq.len_k - n_last), tid, 32);
-        fence_async_shared();
-        __syncwarp();
-        if (tid == 0) mbar_arrive(&full[s]);
-      }
+      kv_ring<T, BN, D, true>(&tk, &tv, skv, full, empty, &tail_full, tiles, tk0, int(hk), tb, part,
+                              int(seq.len_k - n_last), tid);
     }
     return;
   }
@@ -1866,7 +1855,7 @@ struct BwdMaps {
   CUtensorMap q_rows, g_rows, k_rows, v_rows, q_tile, g_tile, k_tile, v_tile;
 };
 
-// false when the driver refuses one (AUTO then runs mma). Both sides have rows
+// false when TMA cannot describe one (AUTO then runs mma). Both sides have rows
 // (the caller's rule): a map of zero rows does not exist.
 template <class T>
 bool bwd_maps(BwdMaps* m, const Bwd<T>& a) {

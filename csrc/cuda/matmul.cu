@@ -1048,20 +1048,15 @@ Major major(const T* X, int64_t si, int64_t sk, int64_t sz, int64_t batch) {
 
 // One operand's 3-D map, innermost first: k-major (K, rows, batch) in
 // [box_rows][64 k] boxes, m/n-major (rows, K, batch) in [64 k][64 i] boxes.
-// False when the driver refuses it (the caller then runs mma).
+// False when TMA cannot describe it or the driver refuses it (tma_map; the caller then runs mma).
 template <class T>
 bool tensor_map(CUtensorMap* map, const T* X, Major mj, int64_t rows, int64_t K, int64_t si, int64_t sk,
                 int64_t sz, int64_t batch, int box_rows) {
   const bool mn = mj == Major::kMN;
   const int64_t outer = mn ? sk : si, inner_extent = mn ? rows : K, outer_extent = mn ? K : rows;
-  if (batch == 1) sz = outer * outer_extent;  // never stepped: any legal stride
-  const cuuint64_t dims[3] = {cuuint64_t(inner_extent), cuuint64_t(outer_extent), cuuint64_t(batch)};
-  const cuuint64_t strides[2] = {cuuint64_t(outer) * sizeof(T), cuuint64_t(sz) * sizeof(T)};
-  const cuuint32_t box[3] = {cuuint32_t(mn ? kBox : BK), cuuint32_t(mn ? BK : box_rows), 1}, unit[3] = {1, 1, 1};
-  return tma_encoder()(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                   3, const_cast<T*>(X), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const int64_t step = batch == 1 ? outer * outer_extent : sz;  // batch 1: never stepped, any legal stride
+  return tma_map<T, 3>(map, X, {inner_extent, outer_extent, batch}, {outer, step},
+                       {cuuint32_t(mn ? kBox : BK), cuuint32_t(mn ? BK : box_rows), 1});
 }
 
 // Multiprocessors of device `dev` (asked once per device).
@@ -1081,15 +1076,7 @@ inline int sm_count(int dev) {
 template <class E>
 bool out_map(CUtensorMap* map, const E* C, int64_t M, int64_t N, int64_t batch) {
   if (!C || N % (16 / sizeof(E)) != 0 || reinterpret_cast<uintptr_t>(C) % 16 != 0 || batch > INT32_MAX) return false;
-  const cuuint64_t dims[3] = {cuuint64_t(N), cuuint64_t(M), cuuint64_t(batch)};
-  const cuuint64_t strides[2] = {cuuint64_t(N) * sizeof(E), cuuint64_t(M * N) * sizeof(E)};
-  const cuuint32_t box[3] = {128 / sizeof(E), 64, 1}, unit[3] = {1, 1, 1};
-  const CUtensorMapDataType type = std::is_same_v<E, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                   : std::is_same_v<E, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return tma_encoder()(map, type, 3, const_cast<E*>(C), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return tma_map<E, 3>(map, C, {N, M, batch}, {N, M * N}, {128 / sizeof(E), 64, 1}, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 // A persistent grid: one block per multiprocessor (fewer for fewer tiles),

@@ -185,6 +185,39 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder() {
   return fn;
 }
 
+// A tiled TMA map of E elements, 128-byte swizzled: `extent` innermost first,
+// `stride` (in elements) of each dimension past the first, boxes `box`.
+// TMA's rules are checked before the driver is asked (the base and every
+// stride multiples of 16 bytes, strides below 2^40 bytes, extents in
+// [1, 2^32]): a tensor it cannot describe, an odd head_dim's rows, is a
+// false for the caller's fallback, not a refused driver call (which
+// compute-sanitizer reports as an API error). False too where the driver
+// refuses it for another reason.
+template <class E, int R>
+bool tma_map(CUtensorMap* map, const E* base, const int64_t (&extent)[R], const int64_t (&stride)[R - 1],
+             const cuuint32_t (&box)[R], CUtensorMapL2promotion l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+  static_assert(sizeof(E) == 2 || sizeof(E) == 4, "16-bit or float32 elements");
+  constexpr CUtensorMapDataType type = std::is_same_v<E, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                       : std::is_same_v<E, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                   : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  cuuint64_t dims[R], bytes[R > 1 ? R - 1 : 1];
+  cuuint32_t unit[R];
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (int i = 0; i < R; ++i) {
+    if (extent[i] < 1 || extent[i] > (int64_t(1) << 32)) return false;
+    dims[i] = cuuint64_t(extent[i]), unit[i] = 1;
+  }
+  for (int i = 0; i < R - 1; ++i) {
+    const int64_t b = stride[i] * int64_t(sizeof(E));
+    if (stride[i] < 1 || b % 16 != 0 || b >= (int64_t(1) << 40)) return false;
+    bytes[i] = cuuint64_t(b);
+  }
+  const auto encode = tma_encoder();
+  return encode && encode(map, type, R, const_cast<E*>(base), dims, bytes, const_cast<cuuint32_t*>(box), unit,
+                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, l2,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // Whether the current device (set in *dev) runs `Kernel`, a kernel written
 // for sm_90a: an sm_90 device, an sm_90a cubin of it in this build (elsewhere
 // its body is compiled out) and the driver's encoder. Asked once per device.
