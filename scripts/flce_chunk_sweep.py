@@ -18,12 +18,13 @@ CASES = [("gpt2 head", 16384, 768, 50304, torch.float32), ("issue 13", 8192, 409
 
 
 def main():
+    profile = "--profile" in sys.argv
     timer = Timer("cuda", 20)
     for name, n, h, v, accum in CASES:
         x = (torch.randn(n, h, device="cuda", dtype=torch.bfloat16) * 0.5).requires_grad_()
         w = (torch.randn(v, h, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
         t = torch.randint(0, v, (n,), device="cuda")
-        for chunk in (0,) if "--profile" in sys.argv else (0, 512, 1024, 2048, 4096, 8192):
+        for chunk in (0,) if profile else (0, 512, 1024, 2048, 4096, 8192):
             if chunk > n:
                 continue
 
@@ -42,7 +43,7 @@ def main():
             ms = timer(run)
             print(f"{name:9s} {n}x{h}x{v} chunk {chunk or 'auto':>5}: {ms:7.2f} ms "
                   f"{6 * n * h * v / ms / 1e9:6.1f} TFLOP/s, peak {extra:.2f} GiB above the inputs", flush=True)
-            if "--profile" in sys.argv:
+            if profile:
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     run()
                     torch.cuda.synchronize()
