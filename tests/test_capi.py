@@ -93,6 +93,9 @@ def _cases(x):
         cases.append(("cross_entropy", (logits, target, -100, red, 0.1, True, 0.0, 0.0, False, cw), {}, ()))
     cases.append(("cross_entropy", (logits, target, -100, "mean", 0.2, True, 3.0, 1e-2, True, cw), {}, ()))
     cases.append(("cross_entropy", (logits, target, -100, "mean", 0.0, False, 0.0, 1e-2, False, cw), {}, ()))
+    for red in ("mean", "none"):  # an upstream gradient, multiplied in before the one rounding (the backward's call)
+        gl = (torch.rand(logits.shape[:1] if red == "none" else (), device=dev) + 0.5).to(dt)
+        cases.append(("cross_entropy", (logits, target, -100, red, 0.1, True, 3.0, 1e-2, False, cw, False, gl), {}, ()))
     return cases
 
 
@@ -122,6 +125,19 @@ def _check_ops_bit_for_bit(device, dtype, shape):
         ours = grad.clone()
         assert capi.cross_entropy_backward(_to_capi(ours), _to_capi(scale.to(device))) is not None
         T.cross_entropy_backward(grad, scale.to(device))
+        _same(ours, grad)
+    # with the logits (cross_entropy's grad_in_place): the rows whose grad_loss is not 1 recomputed over the
+    # gradient for 1
+    target = torch.randint(0, logits.shape[1], logits.shape[:1], device=device)
+    for red, gl in (("none", torch.rand(logits.shape[:1], device=device).to(dtype)), ("mean", torch.tensor(0.5))):
+        if red == "none" and gl.numel():
+            gl[::2] = 1
+        gl = gl.to(device=device, dtype=dtype)
+        grad = T.cross_entropy(logits, target, -100, red, 0.1, True, 3.0, 1e-2)[1]
+        ours = grad.clone()
+        assert capi.cross_entropy_backward(_to_capi(ours), _to_capi(gl), _to_capi(logits), _to_capi(target), -100,
+                                           red, 0.1, 3.0, 1e-2) is not None
+        T.cross_entropy_backward(grad, gl, logits, target, -100, red, 0.1, 3.0, 1e-2)
         _same(ours, grad)
 
 
@@ -400,6 +416,18 @@ def test_bad_input_raises():
          lambda: capi.cross_entropy(x, np.zeros(4, np.int64), reduction="avg")),
         (capi.CapiError, r"tinycuda.capi.cross_entropy: invalid argument: cross_entropy: target 6 at row 1 is out "
                          r"of range \[0, 6\)", lambda: capi.cross_entropy(x, np.array([0, 6, 1, 2]))),
+        (ValueError, r"tinycuda.capi.cross_entropy: grad_loss is given but compute_grad is False",
+         lambda: capi.cross_entropy(x, np.zeros(4, np.int64), grad_loss=np.ones((), np.float32))),
+        (ValueError, r"tinycuda.capi.cross_entropy: grad_loss must be a C-contiguous float32 cpu array of shape \(4,\)",
+         lambda: capi.cross_entropy(x, np.zeros(4, np.int64), reduction="none", compute_grad=True,
+                                    grad_loss=np.ones((), np.float32))),
+        (ValueError, r"tinycuda.capi.cross_entropy: grad_in_place needs compute_grad, the array holding the "
+                     r"gradient for grad_loss = 1, and grad_loss",
+         lambda: capi.cross_entropy(x, np.zeros(4, np.int64), compute_grad=True, grad_loss=np.ones((), np.float32),
+                                    grad_in_place=True)),
+        (ValueError, r"tinycuda.capi.cross_entropy: grad_in_place writes the gradient alone: out, return_z_loss",
+         lambda: capi.cross_entropy(x, np.zeros(4, np.int64), compute_grad=x.copy(), grad_loss=np.ones((), np.float32),
+                                    return_z_loss=True, grad_in_place=True)),
         (ValueError, r"tinycuda.capi.cross_entropy_backward: grad_loss must be 0-dim or have shape \(4,\)",
          lambda: capi.cross_entropy_backward(x, np.ones(6, np.float32))),
         (capi.CapiError, r"tinycuda.capi.fused_linear_cross_entropy: target 9 at row 3 is out of range \[0, 3\)",

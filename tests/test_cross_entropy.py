@@ -1,7 +1,9 @@
 """cross_entropy beyond the op table (tests/test_ops.py): all rows ignored,
-infinities, out-of-range targets on CUDA (a device-side assert), the in-place backward and its
-one-backward rule, the gradient made by the forward, determinism, the
-module under torch.compile's CUDA graphs, the nn.CrossEntropyLoss drop-in."""
+infinities, out-of-range targets on CUDA (a device-side assert), the in-place backward
+(a scale: fused_linear_cross_entropy's; with the logits: the rows whose grad_loss is not 1
+recomputed, the autograd backward's), the gradient made by the forward, times grad_loss rounded
+once, backpropagating twice, determinism, the module under torch.compile's CUDA graphs, the
+nn.CrossEntropyLoss drop-in."""
 import math
 import subprocess
 import sys
@@ -13,8 +15,8 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tinycuda
-from conftest import assert_matches, check_compiled, requires_cuda
-from tinycuda.optable import targets
+from conftest import assert_matches, check_compiled, max_err, requires_cuda
+from tinycuda.optable import _cross_entropy_ref, class_weights, targets
 
 pytestmark = pytest.mark.racecheck
 OP = torch.ops.tinycuda
@@ -87,13 +89,17 @@ def test_cross_entropy_backward_scales_in_place_and_skips_ones(device, dtype):
 
 
 def test_cross_entropy_forward_gradient_is_the_mean_gradient(device):
-    """compute_grad writes d(loss)/d(logits) for grad_loss = 1; mean divides by n_valid."""
+    """compute_grad writes d(loss)/d(logits) for grad_loss = 1 (not given) and times grad_loss (one value,
+    or one per row for 'none'); mean divides by n_valid."""
     x = torch.randn(7, 40, device=device, dtype=torch.float64, requires_grad=True)
     t = targets(7, 40, device, ignored=(2, 5))
     for reduction in ("mean", "sum", "none"):
-        _, grad, *_ = OP.cross_entropy(x.detach(), t, -100, reduction, 0.3, True)
         ref = F.cross_entropy(x, t, reduction=reduction, label_smoothing=0.3)
-        torch.testing.assert_close(grad, torch.autograd.grad(ref.sum(), x)[0])
+        _, grad, *_ = OP.cross_entropy(x.detach(), t, -100, reduction, 0.3, True)
+        torch.testing.assert_close(grad, torch.autograd.grad(ref.sum(), x, retain_graph=True)[0])
+        g = torch.randn_like(ref)
+        _, grad, *_ = OP.cross_entropy(x.detach(), t, -100, reduction, 0.3, True, grad_loss=g)
+        torch.testing.assert_close(grad, torch.autograd.grad(ref, x, g)[0])
 
 
 def test_cross_entropy_no_grad_outputs():
@@ -106,12 +112,81 @@ def test_cross_entropy_no_grad_outputs():
     assert grad.shape == (0,)
 
 
-def test_cross_entropy_second_backward_raises_instead_of_a_wrong_gradient():
-    x = torch.randn(4, 6, requires_grad=True)
-    loss = tinycuda.cross_entropy(x, torch.tensor([0, 1, 2, 3]), reduction="none")
-    torch.autograd.grad(loss, x, torch.randn(4), retain_graph=True)
-    with pytest.raises(RuntimeError, match=r"modified by an inplace operation"):
-        torch.autograd.grad(loss, x, torch.randn(4))
+def test_cross_entropy_backpropagates_twice(device):
+    """The first backward updates the saved gradient (made by the forward for grad_loss = 1) in place and
+    returns it; a second backward of the graph (retain_graph) recomputes every row from the logits, so each
+    gets the right gradient for its own grad_loss, rows of exactly 1 in one and not the other included,
+    and the first's result is left as it was."""
+    x = torch.randn(4, 6, device=device, dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([0, 1, 2, 3], device=device)
+    loss, ref = tinycuda.cross_entropy(x, t, reduction="none"), F.cross_entropy(x, t, reduction="none")
+    results = []
+    for g in ([1.0, -0.7, 1.0, 2.5], [0.3, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]):
+        g = torch.tensor(g, device=device, dtype=torch.float64)
+        ours = torch.autograd.grad(loss, x, g, retain_graph=True)[0]
+        want = torch.autograd.grad(ref, x, g, retain_graph=True)[0]
+        torch.testing.assert_close(ours, want)
+        results.append((ours, ours.clone()))
+    for ours, then in results:
+        assert torch.equal(ours, then)
+    # mean: a first backward of 0.37, then loss.backward()'s 1: the mean gradient, not 0.37 of it
+    loss = tinycuda.cross_entropy(x, t)
+    first = torch.autograd.grad(loss, x, torch.tensor(0.37, device=device, dtype=torch.float64),
+                                retain_graph=True)[0]
+    torch.testing.assert_close(first, 0.37 * torch.autograd.grad(F.cross_entropy(x, t), x)[0])
+    assert torch.equal(torch.autograd.grad(loss, x)[0], OP.cross_entropy(x.detach(), t, compute_grad=True)[1])
+
+
+_SAME_BITS_OPTIONS = {"plain": {}, "smoothing": {"label_smoothing": 0.1}, "weight": {"weight": True},
+                      "all": {"weight": True, "label_smoothing": 0.1, "softcap": 5.0, "lse_square_scale": 1e-2}}
+
+
+def _ce_args(option, cols, device, dtype):
+    """The raw op's keyword arguments for an entry of _SAME_BITS_OPTIONS."""
+    kw = dict(_SAME_BITS_OPTIONS[option])
+    if kw.pop("weight", False):
+        kw["weight"] = class_weights(cols, device, dtype)
+    return kw
+
+
+@pytest.mark.parametrize("option", list(_SAME_BITS_OPTIONS))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("cols", [40, 4099])
+def test_cross_entropy_backward_of_one_is_the_forward_gradient(device, dtype, cols, reduction, option):
+    """loss.backward() (grad_loss exactly 1) returns the gradient the forward made, bit for bit: the backward
+    reads grad_loss on the device and leaves every row (2 N V s bytes for forward and backward)."""
+    x = torch.randn(9, cols, device=device).to(dtype)
+    t = targets(9, cols, device, ignored=(4,))
+    kw = _ce_args(option, cols, device, dtype)
+    _, want, *_ = OP.cross_entropy(x, t, reduction=reduction, compute_grad=True, **kw)
+    xg = x.clone().requires_grad_()
+    loss = tinycuda.cross_entropy(xg, t, reduction=reduction, **kw)
+    (loss.sum() if reduction == "none" else loss).backward()
+    assert torch.equal(xg.grad, want)
+
+
+@pytest.mark.parametrize("option", list(_SAME_BITS_OPTIONS))
+@pytest.mark.parametrize("cols", [40, 4099])
+def test_cross_entropy_backward_mixes_rows_of_one_and_others(device, dtype, cols, option):
+    """reduction='none' with per-row grad_loss, some exactly 1: the rows of 1 keep the forward's gradient and
+    the others are the gradient times their grad_loss rounded once, bit for bit what the op makes with
+    grad_loss out of place. Through the in-place op itself: rows of 1 are not touched at all (a buffer of
+    NaN keeps them), the others are overwritten whatever the buffer held."""
+    x = torch.randn(8, cols, device=device).to(dtype)
+    t = targets(8, cols, device, ignored=(5,))
+    kw = _ce_args(option, cols, device, dtype)
+    gl = torch.tensor([1.0, 0.37, 1.0, -2.0, 1.0, 3.0, 0.0, 1.0], device=device).to(dtype)
+    _, want, *_ = OP.cross_entropy(x, t, reduction="none", compute_grad=True, grad_loss=gl, **kw)
+    _, unit, *_ = OP.cross_entropy(x, t, reduction="none", compute_grad=True, **kw)
+    ones = gl == 1
+    assert torch.equal(want[ones], unit[ones])
+    xg = x.clone().requires_grad_()
+    loss = tinycuda.cross_entropy(xg, t, reduction="none", **kw)
+    assert torch.equal(torch.autograd.grad(loss, xg, gl)[0], want)
+    buf = torch.full_like(x, math.nan)
+    OP.cross_entropy_backward(buf, gl, x, t, reduction="none", **kw)
+    assert buf[ones].isnan().all()
+    assert torch.equal(buf[~ones], want[~ones])
 
 
 class _LmHead(torch.nn.Module):
@@ -446,3 +521,91 @@ def test_cross_entropy_many_rows(device, cols, weighted, dtype):
         g = torch.autograd.grad(loss, x)[0]
         g_ref = torch.autograd.grad(ref, x64)[0]
         torch.testing.assert_close(g.double(), g_ref, rtol=1e-4, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------
+# an upstream gradient other than 1: the gradient times grad_loss, rounded once (cross_entropy.h)
+
+GRAD_LOSS_OPTIONS = {"plain": {}, "smoothing": {"label_smoothing": 0.1}, "weight": {"weight": True},
+                     "softcap": {"softcap": 5.0}, "z_loss": {"lse_square_scale": 1e-2},
+                     "all": {"weight": True, "label_smoothing": 0.1, "softcap": 5.0, "lse_square_scale": 1e-2}}
+
+
+def _term_bound(x64, t, gl, reduction, weight=None, label_smoothing=0.0, softcap=None, lse_square_scale=0.0):
+    """T: a bound on the sum of the magnitudes of the terms the kernels add up for an element of the
+    gradient (the softmax times its factor, the smoothing bias, the target's term: 3 x scale x max |w|,
+    and the z-loss term), times |grad_loss|: the arithmetic's error is relative to these, not to the
+    result, which can cancel."""
+    valid = t != -100
+    w = weight.double().abs() if weight is not None else torch.ones(x64.shape[1], dtype=torch.float64,
+                                                                     device=x64.device)
+    n_valid = valid.sum().clamp(min=1).item()
+    w_valid = weight.double()[t[valid]].sum().abs().item() if weight is not None else n_valid
+    mean = reduction == "mean"
+    scale, scale_z = (1 / w_valid if mean and w_valid else 1.0), (1 / n_valid if mean else 1.0)
+    xc = softcap * torch.tanh(x64 / softcap) if softcap else x64
+    lse = torch.logsumexp(xc, -1).abs() if x64.numel() else x64.new_zeros(x64.shape[0])
+    rows = gl.double().abs().expand(x64.shape[0]) * (3 * scale * w.max() + 2 * lse_square_scale * lse * scale_z)
+    return rows.max().item() if rows.numel() else 0.0
+
+
+@pytest.mark.parametrize("option", list(GRAD_LOSS_OPTIONS))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(37, 1000), (3, 4099), (1, 5), (0, 7)], ids=lambda s: "x".join(map(str, s)))
+def test_cross_entropy_grad_loss_is_as_accurate_as_torch(device, dtype, shape, reduction, option):
+    """With grad_loss != 1 (0.37 for 'mean' and 'sum', random per row for 'none'), the input gradient's
+    max error against float64 is at most torch's own in the same dtype, plus 2 delta. Why: the kernel
+    rounds once a value within delta of the exact gradient (delta: its arithmetic's error), so it lands on
+    the dtype value nearest the exact one except where a midpoint lies within delta, and then at most 2
+    delta further off; torch's result, a dtype value too, is never nearer than the nearest. delta, with T
+    the largest term (_term_bound): 2^-24 T on the CPU for float16 and bfloat16 (double arithmetic rounded
+    to float, then to the dtype), 2^-40 T for float32 (the double rounded once); 2^-18 T on CUDA (float
+    arithmetic: 64 float32 roundings, ex2.approx's 2^-22 counting 4). For float16 and bfloat16, 2 delta is
+    under 1/32 of a half ulp at T, which a second rounding (the gradient for grad_loss = 1 rounded, then
+    scaled and rounded again) misses by: the test tells the two apart. float32 on CUDA, computed in
+    float32 itself, is held only to within 2^-17 T of torch's."""
+    rows, cols = shape
+    x = torch.randn(shape, device=device).to(dtype)
+    t = targets(rows, cols, device)
+    kw = {k: (class_weights(cols, device, dtype) if k == "weight" else v)
+          for k, v in GRAD_LOSS_OPTIONS[option].items()}
+    kw["reduction"] = reduction
+    gl = (torch.randn(rows, device=device) if reduction == "none" else torch.tensor(0.37, device=device)).to(dtype)
+    x_ours, x_same, x64 = x.clone().requires_grad_(), x.clone().requires_grad_(), x.double().requires_grad_()
+    ours = tinycuda.cross_entropy(x_ours, t, **kw)
+    same, ref = _cross_entropy_ref(x_same, t, **kw), _cross_entropy_ref(x64, t, **kw)
+    g = torch.autograd.grad(ours, x_ours, gl)[0]
+    g_same = torch.autograd.grad(same, x_same, gl)[0]
+    g_ref = torch.autograd.grad(ref, x64, gl.double())[0]
+    assert g.shape == g_ref.shape and g.dtype == dtype
+    e_ours, e_torch = max_err(g, g_ref), max_err(g_same, g_ref)
+    bound = _term_bound(x64.detach(), t, gl, **kw)
+    delta = (2.0**-18 if device == "cuda" else 2.0**-40 if dtype == torch.float32 else 2.0**-24) * bound
+    assert e_ours <= e_torch + 2 * delta, f"error {e_ours:.4g} > torch's {e_torch:.4g} + {2 * delta:.3g}"
+
+
+_BAD_GRAD_LOSS = [
+    ({"compute_grad": True, "grad_loss": torch.ones(3)}, r"grad_loss must have shape \[\] \(the loss's\), got \[3\]"),
+    ({"reduction": "none", "compute_grad": True, "grad_loss": torch.ones(())},
+     r"grad_loss must have shape \[3\] \(the loss's\), got \[\]"),
+    ({"compute_grad": True, "grad_loss": torch.ones((), dtype=torch.float64)},
+     r"grad_loss has dtype (Double|torch.float64) but logits has dtype"),
+    ({"compute_grad": True, "grad_loss": torch.ones((), dtype=torch.int64)},
+     r"grad_loss must be float32, float16, bfloat16 or float64, got"),
+    ({"grad_loss": torch.ones(())}, r"grad_loss is given but compute_grad is False"),
+]
+
+
+@pytest.mark.parametrize("kwargs,match", _BAD_GRAD_LOSS, ids=["shape", "shape_none", "float64", "int64", "no_grad"])
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_cross_entropy_bad_grad_loss_errors_in_both_kernels(kwargs, match, mode):
+    """The C++ checks and the fake (meta) kernel's name the op and the argument alike, in one order."""
+    x, t = torch.randn(3, 5), torch.tensor([0, 4, 2])
+    with pytest.raises(RuntimeError, match=r"tinycuda::cross_entropy: " + match):
+        if mode == "fake":
+            with FakeTensorMode() as m:
+                OP.cross_entropy(m.from_tensor(x), m.from_tensor(t),
+                                 **{k: m.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                                    for k, v in kwargs.items()})
+        else:
+            OP.cross_entropy(x, t, **kwargs)

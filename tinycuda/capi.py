@@ -1764,12 +1764,14 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False, algo=0, out=None, accu
 # cross_entropy, fused_linear_cross_entropy
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False,
-                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, weight=None, return_token_accuracy=False, *,
-                  out=None, n_valid=None, row_loss=None, z_out=None, target_weight_sum=None, row_z=None,
-                  accuracy_out=None, row_correct=None, stream=None):
+                  softcap=0.0, lse_square_scale=0.0, return_z_loss=False, weight=None, return_token_accuracy=False,
+                  grad_loss=None, *, out=None, n_valid=None, row_loss=None, z_out=None, target_weight_sum=None,
+                  row_z=None, accuracy_out=None, row_correct=None, grad_in_place=False, stream=None):
     """F.cross_entropy(logits, target, ...) of logits [N, V] (or [V]) and int64 target [N] (or 0-dim).
-    compute_grad: True, or an array (logits itself too), for d loss / d logits (grad_loss = 1) from the same pass:
-    then (loss, grad) is returned. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
+    compute_grad: True, or an array (logits itself too), for d loss / d logits from the same pass: then (loss, grad)
+    is returned. grad_loss: None (1), or the upstream gradient, of logits' dtype and the loss's shape (one value for
+    'mean' and 'sum', one per row for 'none'), which the gradient is multiplied by before its one rounding
+    (cross_entropy.h); it needs compute_grad. For chunked callers: n_valid (0-dim int64), the 'mean' divisor instead of
     the count of target's; row_loss ([N], _acc's dtype) for each row's loss. softcap and lse_square_scale
     (z-loss) as cross_entropy.h; return_z_loss: the z terms alone, reduced as the loss, after the others
     ((loss, grad or None, z_loss), into z_out if given). weight: class weights [V] of logits' dtype ('mean' then
@@ -1778,8 +1780,10 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     token accuracy (float32: 'none' a 1 or 0 per row, 'mean' and 'sum' the fraction of rows not ignored whose
     argmax is the target, NaN when there is none; cross_entropy.h), into accuracy_out if given, returned as
     (loss, grad or None, z_loss or None, token_accuracy); row_correct ([N], float32) receives each row's 1 / 0
-    (for chunked callers; n_valid, if given, is then the divisor). A target outside [0, V) other than
-    ignore_index: CapiError on the CPU, a device-side assert on CUDA."""
+    (for chunked callers; n_valid, if given, is then the divisor). grad_in_place: compute_grad is an array that
+    holds this gradient for grad_loss = 1 (this call's without grad_loss); only its rows whose grad_loss is not
+    exactly 1 are recomputed, times grad_loss, and it alone is written and returned (cross_entropy.h). A target
+    outside [0, V) other than ignore_index: CapiError on the CPU, a device-side assert on CUDA."""
     op = "cross_entropy"
     v = _check(op, {"logits": logits, "weight": weight})["logits"]
     if len(v.shape) not in (1, 2) or v.shape[-1] < 1:
@@ -1788,22 +1792,37 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     rows, cols = _rows_cols(v.shape)
     red = _enum(op, "reduction", "TC_REDUCTION_", reduction)
     _, t = _array(op, "target", target, v, v.shape[:-1], "int64")
-    loss, lv = _array(op, "out", out, v, v.shape[:-1] if red == lib().TC_REDUCTION_NONE else ())
+    loss_shape = v.shape[:-1] if red == lib().TC_REDUCTION_NONE else ()
+    if grad_in_place and (isinstance(compute_grad, bool) or grad_loss is None):
+        raise ValueError(f"tinycuda.capi.{op}: grad_in_place needs compute_grad, the array holding the gradient for "
+                         "grad_loss = 1, and grad_loss")
+    if grad_in_place and (out is not None or return_z_loss or return_token_accuracy or
+                          any(a is not None for a in (row_loss, row_z, row_correct))):
+        raise ValueError(f"tinycuda.capi.{op}: grad_in_place writes the gradient alone: out, return_z_loss, "
+                         "return_token_accuracy, row_loss, row_z and row_correct must be left unset")
+    loss, lv = _array(op, "out", out, v, loss_shape) if not grad_in_place else (None, None)
     g, gv = _array(op, "compute_grad", compute_grad, v, v.shape) if compute_grad is not False else (None, None)
+    if grad_loss is not None and gv is None:
+        raise ValueError(f"tinycuda.capi.{op}: grad_loss is given but compute_grad is False (grad_loss scales the "
+                         "gradient)")
+    gl = grad_loss if grad_loss is None else _array(op, "grad_loss", grad_loss, v, loss_shape)[1]
     nv = n_valid if n_valid is None else _array(op, "n_valid", n_valid, v, (), "int64")[1]
     rl = row_loss if row_loss is None else _array(op, "row_loss", row_loss, v, (rows,), _acc(v))[1]
-    z, zv = _array(op, "z_out", z_out, v, lv.shape) if return_z_loss else (None, None)
+    z, zv = _array(op, "z_out", z_out, v, loss_shape) if return_z_loss else (None, None)
     wv = weight if weight is None else _array(op, "weight", weight, v, (cols,))[1]
     tw = target_weight_sum if target_weight_sum is None else \
         _array(op, "target_weight_sum", target_weight_sum, v, (), _acc(v))[1]
     rz = row_z if row_z is None else _array(op, "row_z", row_z, v, (rows,), _acc(v))[1]
-    acc, av = _array(op, "accuracy_out", accuracy_out, v, lv.shape, "float32") if return_token_accuracy \
+    acc, av = _array(op, "accuracy_out", accuracy_out, v, loss_shape, "float32") if return_token_accuracy \
         else (None, None)
     rc = row_correct if row_correct is None else _array(op, "row_correct", row_correct, v, (rows,), "float32")[1]
     _call(op, v, stream, rows=rows, cols=cols, ignore_index=int(ignore_index), reduction=red,
           label_smoothing=float(label_smoothing), softcap=float(softcap), lse_square_scale=float(lse_square_scale),
           logits=v, target=t, loss=lv, grad_logits=gv, n_valid=nv, row_loss=rl, z_loss=zv, weight=wv,
-          target_weight_sum=tw, row_z=rz, token_accuracy=av, row_correct=rc)
+          target_weight_sum=tw, row_z=rz, token_accuracy=av, row_correct=rc, grad_loss=gl,
+          grad_loss_per_row=int(gl is not None and red == lib().TC_REDUCTION_NONE), grad_in_place=int(grad_in_place))
+    if grad_in_place:
+        return g
     if return_token_accuracy:
         return loss, g, z, acc
     if return_z_loss:
@@ -1811,9 +1830,17 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean", label_smo
     return loss if compute_grad is False else (loss, g)
 
 
-def cross_entropy_backward(grad_logits, grad_loss, *, stream=None):
-    """grad_logits *= grad_loss in place and returned; grad_loss is 0-dim (one
-    scale) or one value per row. Rows whose scale is exactly 1 are skipped."""
+def cross_entropy_backward(grad_logits, grad_loss, logits=None, target=None, ignore_index=-100, reduction="mean",
+                           label_smoothing=0.0, softcap=0.0, lse_square_scale=0.0, weight=None, *, stream=None):
+    """grad_logits, the gradient for grad_loss = 1, made the gradient for grad_loss in place and returned; rows
+    whose grad_loss is exactly 1 are left untouched. With logits (and target and the options of the
+    cross_entropy that made it): the other rows recomputed from them, rounded once (cross_entropy's
+    grad_in_place; grad_loss of the loss's shape). Without: grad_logits *= grad_loss, grad_loss 0-dim (one
+    scale) or one value per row."""
+    if logits is not None:
+        cross_entropy(logits, target, ignore_index, reduction, label_smoothing, grad_logits, softcap,
+                      lse_square_scale, False, weight, False, grad_loss, grad_in_place=True, stream=stream)
+        return grad_logits
     op = "cross_entropy_backward"
     v = _check(op, {"grad_logits": grad_logits, "grad_loss": grad_loss})
     g, s = v["grad_logits"], v["grad_loss"]

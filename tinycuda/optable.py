@@ -2366,7 +2366,7 @@ def token_accuracy_ref(logits, target, ignore_index=-100, reduction="mean"):
 
 
 def _cross_entropy_errors():
-    x, t, f = torch.randn(3, 4), torch.tensor([0, 1, 2]), ops.cross_entropy
+    x, t, f, op = torch.randn(3, 4), torch.tensor([0, 1, 2]), ops.cross_entropy, torch.ops.tinycuda.cross_entropy
     ce = "tinycuda::cross_entropy"
     return [
         ErrorCase(rf"{ce}: target must be int64 class indices, got Int", f, (x, t.int())),
@@ -2381,9 +2381,23 @@ def _cross_entropy_errors():
                   torch.ops.tinycuda.cross_entropy_backward, (torch.randn(3, 4), torch.randn(4))),
         ErrorCase(rf"{ce}_backward: grad_logits must be contiguous", torch.ops.tinycuda.cross_entropy_backward,
                   (torch.randn(4, 3).t(), torch.tensor(2.0))),
-        # the raw op is differentiable only when it ran with compute_grad
-        ErrorCase(rf"{ce}: the forward ran with compute_grad=False",
-                  lambda *a: torch.ops.tinycuda.cross_entropy(*a)[0].backward(), (x.clone().requires_grad_(), t)),
+        # grad_loss (the autograd backward's): the loss's shape and logits' dtype, with compute_grad
+        ErrorCase(rf"{ce}: grad_loss must have shape \[\] \(the loss's\), got \[3\]", op, (x, t),
+                  {"compute_grad": True, "grad_loss": torch.ones(3)}),
+        ErrorCase(rf"{ce}: grad_loss must have shape \[3\] \(the loss's\), got \[\]", op, (x, t),
+                  {"reduction": "none", "compute_grad": True, "grad_loss": torch.tensor(2.0)}),
+        ErrorCase(rf"{ce}: grad_loss has dtype Double but logits has dtype Float", op, (x, t),
+                  {"compute_grad": True, "grad_loss": torch.tensor(2.0, dtype=torch.float64)}),
+        ErrorCase(rf"{ce}: grad_loss is given but compute_grad is False", op, (x, t), {"grad_loss": torch.tensor(2.0)}),
+        # the backward's recompute in place (with logits): target with them, grad_loss of the loss's shape
+        ErrorCase(rf"{ce}_backward: logits is given without target", torch.ops.tinycuda.cross_entropy_backward,
+                  (torch.randn(3, 4), torch.tensor(2.0)), {"logits": x}),
+        ErrorCase(rf"{ce}_backward: grad_loss must have shape \[3\] \(the loss's\), got \[\]",
+                  torch.ops.tinycuda.cross_entropy_backward, (torch.randn(3, 4), torch.tensor(2.0)),
+                  {"logits": x, "target": t, "reduction": "none"}),
+        ErrorCase(rf"{ce}_backward: grad_logits has shape \[4, 3\] but logits has shape \[3, 4\]",
+                  torch.ops.tinycuda.cross_entropy_backward, (torch.randn(4, 3), torch.tensor(2.0)),
+                  {"logits": x, "target": t}),
         # out of range targets: an error naming the row on the CPU (a device-side assert on CUDA)
         ErrorCase(rf"{ce}: target 7 at row 3 is out of range \[0, 5\)", f,
                   (torch.randn(5, 5), torch.tensor([0, 1, 2, 7, 4]))),
@@ -2774,7 +2788,8 @@ def _matmul_flops(shape, mode, s):
 
 def _cross_entropy_bytes(shape, mode, s):
     """Read the logits once; with the gradient (made by the forward kernel)
-    also write it once: N V s and 2 N V s."""
+    also write it once: N V s and 2 N V s (the backward of grad_loss = 1
+    reads grad_loss alone)."""
     n, v = shape
     return "GB/s", {"fwd": n * v * s, "fwd+bwd": 2 * n * v * s}[mode]
 
@@ -3423,7 +3438,7 @@ OPS = [
                        _causal_bench, _causal_flops, modes=("fwd", "fwd+bwd"), fp32_tol=1e-3,
                        variants={f"eager[{b.lower()}]": _sdpa_on(b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")})),
     OpInfo("cross_entropy", ops.cross_entropy, _cross_entropy_ref, _cross_entropy_samples, racecheck=True,
-           backward_once=True, opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
+           opcheck_utils={"cross_entropy": _AOT_SAVED_GRAD}, errors=_cross_entropy_errors,
            bench=Bench({"small": [(4096, 32000)], "large": [(8192, 128256)],
                         "all": [(4096, 32000), (8192, 32000), (8192, 128256)], "cpu": [(128, 4096)],
                         "sweep": SWEEP},

@@ -1,5 +1,7 @@
 // cross_entropy on the CPU: per row one online pass for (max, sum of exp,
-// sum of logits), then one pass writing the gradient. Statistics in double
+// sum of logits), then one pass writing the gradient (times the row's
+// grad_loss, when given, before it is rounded; grad_in_place: only the rows
+// whose grad_loss is not 1). Statistics in double
 // for every dtype (a sequential float sum over 128K classes drifts by ~1e-5
 // relative). Targets are checked before anything is written. Token accuracy
 // (opt-in) tracks the row's argmax in the statistics pass, a loop of its own
@@ -43,6 +45,7 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const T* w = static_cast<const T*>(p->weight);  // NULL: every class weighs 1
+    const T* grad_loss = static_cast<const T*>(p->grad_loss);
     const double n_valid = p->n_valid ? double(*p->n_valid) : double(count);
     const bool mean = p->reduction == TC_REDUCTION_MEAN;
     // with weights: Wsum (all classes) and, for MEAN, W (the divisor of the weighted terms)
@@ -62,6 +65,9 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
     double total = 0, total_z = 0;
     int64_t n_correct = 0;
     for (int64_t r = 0; r < rows; ++r) {
+      // grad_in_place: the row holds the gradient for grad_loss = 1 already, which is this row's exactly
+      // when its grad_loss is 1 (scale * 1.0 is scale); nothing else is written
+      if (p->grad_in_place && to_acc(grad_loss[p->grad_loss_per_row ? r : 0]) == A(1)) continue;
       const int64_t t = p->target[r];
       const T* x = static_cast<const T*>(p->logits) + r * cols;
       T* g = p->grad_logits ? static_cast<T*>(p->grad_logits) + r * cols : nullptr;
@@ -98,17 +104,20 @@ tc_status tc_cross_entropy_cpu(const tc_cross_entropy_params* p) {
                  : ce::row_loss(m, std::log(s), logit(t), sum_x, eps, cols);
         const double lse = m + std::log(s);
         if (zs > 0) z = zs * lse * lse;  // (0 * inf would be NaN)
+        // the row's upstream gradient, in the scale factors: the gradient is rounded once
+        const double gl = p->grad_loss ? double(to_acc(grad_loss[p->grad_loss_per_row ? r : 0])) : 1.0;
+        const double sg = scale * gl, sg_z = scale_z * gl;
         if (g && !w) {
           const double inv_s = (zs > 0 ? 1.0 + 2.0 * zs * lse : 1.0) / s;
           for (int64_t c = 0; c < cols; ++c) {
             const double xc = logit(c), prob = std::exp(xc - m) * inv_s;
-            g[c] = from_acc<T>(A((prob - (c == t ? 1.0 - eps : 0.0) - smooth) * scale * ce::cap_slope(xc, cap)));
+            g[c] = from_acc<T>(A((prob - (c == t ? 1.0 - eps : 0.0) - smooth) * sg * ce::cap_slope(xc, cap)));
           }
         } else if (g) {
-          // p ((1-eps) w_t + eps/V Wsum) scale + p 2 zs lse scale_z - (1-eps) w_t scale [c == t] - eps/V w_c scale
-          const double inv_s =
-              (((1.0 - eps) * wt + smooth * wsum) * scale + (zs > 0 ? 2.0 * zs * lse * scale_z : 0.0)) / s;
-          const double at_target = (1.0 - eps) * wt * scale, bias = smooth * scale;
+          // p ((1-eps) w_t + eps/V Wsum) sg + p 2 zs lse sg_z - (1-eps) w_t sg [c == t] - eps/V w_c sg,
+          // sg = scale * grad_loss
+          const double inv_s = (((1.0 - eps) * wt + smooth * wsum) * sg + (zs > 0 ? 2.0 * zs * lse * sg_z : 0.0)) / s;
+          const double at_target = (1.0 - eps) * wt * sg, bias = smooth * sg;
           for (int64_t c = 0; c < cols; ++c) {
             const double xc = logit(c), prob = std::exp(xc - m) * inv_s;
             const double gc = prob - (c == t ? at_target : 0.0) - (eps > 0 ? bias * double(to_acc(w[c])) : 0.0);

@@ -1,6 +1,8 @@
 // cross_entropy: the loss of logits [rows, cols] against int64 class targets
-// and, in the same pass, its gradient; and the backward, an in-place scale of
-// that gradient by grad_loss. The math is in cross_entropy.h.
+// and, in the same pass, its gradient times grad_loss (1 when not given; with
+// grad_in_place only the rows whose grad_loss is not 1, over a gradient made
+// for 1); and tc_cross_entropy_backward, an in-place scale of a gradient made
+// for grad_loss = 1 (chunked callers). The math is in cross_entropy.h.
 //
 // Forward, WIDTH threads per row (8 or 16 threads for rows that fit their
 // loads in flight, 256 bf16 or 128 fp32 in 8; a warp up to 1024 classes, 8
@@ -9,7 +11,8 @@
 //           into a per-thread online (max, sum exp(x - max), sum x); the
 //           threads merge through shuffles and shared memory;
 //   pass 2  (only when the gradient is asked for) reads the row again, back
-//           to front, and writes (softmax - (1-eps) onehot - eps/V) * scale.
+//           to front, and writes (softmax - (1-eps) onehot - eps/V) * scale
+//           * grad_loss (the row's, read once a row), rounded once.
 // softcap caps each value as it is unpacked (pass 1) and again in pass 2,
 // whose gradient it multiplies by 1 - tanh^2; z-loss scales pass 2's softmax
 // term by 1 + 2 zs lse. Ignored rows skip pass 1 and write zeros. Each row's loss goes to the
@@ -17,10 +20,13 @@
 // (bit-identical run to run). MEAN's n_valid is counted by a one-block
 // pre-pass on the device (no host sync, CUDA-graph safe) unless given.
 //
-// Bytes, bf16, N = 8192, V = 128256, fwd+bwd with loss.backward() of the mean:
-// the logits are read once from DRAM (2.1 GB) and the gradient written once
-// (2.1 GB): 2 N V s = 4.2 GB, ~1.5 ms at 2.8 TB/s. The backward reads
-// grad_loss, sees exactly 1.0 and returns. The second read of a row must come
+// Bytes, bf16, N = 8192, V = 128256, N V s = 2.1 GB. With the gradient the
+// logits are read once from DRAM and the gradient written once: 2 N V s =
+// 4.2 GB, ~1.5 ms at 2.8 TB/s; without it (no_grad) N V s, one pass. The
+// autograd backward (grad_in_place) reads grad_loss, and where it is exactly
+// 1 (loss.backward() of a mean or sum) skips every row: 2 N V s for forward
+// and backward; another grad_loss reruns both passes over the rows: 4 N V s,
+// rounded once (cross_entropy.h). The second read of a row must come
 // from L2, so the grid is persistent with as many rows in flight as fit in
 // half the L2, and at least one per SM (132 x 256.5 KB = 34 MB of H100's
 // 50 MB); pass 2 walks the row back to front, so the most recently loaded
@@ -28,7 +34,6 @@
 // not push out the rows other SMs are still in pass 1 of. Expected: 2.6-2.8
 // TB/s, 87-93% of the 3.0 TB/s copy (torch.compile 1.46, Liger 1.73); every
 // L2 miss in pass 2 costs a DRAM read, down to ~2.0 TB/s if all missed.
-// Without the gradient (no_grad): N V s bytes, one pass.
 //
 // Class weights are a template flag (WEIGHTED), so the unweighted kernels are
 // the code above unchanged. The weighted kernels read w[t] once per row and,
@@ -295,7 +300,8 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
                   T* __restrict__ loss_rows, acc_t<T>* __restrict__ row_z, T* __restrict__ z_rows,
                   const T* __restrict__ weight, const acc_t<T>* __restrict__ w_div,
                   const acc_t<T>* __restrict__ wsum_p, float* __restrict__ row_correct,
-                  float* __restrict__ correct_rows) {
+                  float* __restrict__ correct_rows, const T* __restrict__ grad_loss, int grad_loss_per_row,
+                  int grad_in_place) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
   __shared__ RowStats<A> scratch[32];
@@ -314,6 +320,10 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
   // Uniform across the block when WIDTH >= 256 (merge_row has barriers).
   for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / WIDTH; r < rows;
        r += int64_t(gridDim.x) * kRowsPerBlock) {
+    // grad_in_place: the row holds the gradient for grad_loss = 1, this row's exactly when its
+    // grad_loss is 1 (scale * 1 is scale): skipped whole, uniformly for its threads (a block's
+    // one row when WIDTH >= 256), as an ignored row's pass 1 is
+    if (grad_in_place && to_acc(grad_loss[grad_loss_per_row ? r : 0]) == A(1)) continue;
     const int64_t t64 = target[r];
     const T* x = logits + r * cols;
     T* g = grad ? grad + r * cols : nullptr;
@@ -424,17 +434,21 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       // g = p * (scale / s) - scale * eps / V, and - scale * (1 - eps) at t
       // (z-loss: p times 1 + 2 zs lse; softcap: all times 1 - tanh^2).
       // Weighted: p (((1-eps) w_t + eps/V Wsum) scale + 2 zs lse scale_z) - (1-eps) w_t scale at t
-      // - eps/V scale w_c (cross_entropy.h).
+      // - eps/V scale w_c (cross_entropy.h). grad_loss multiplies scale and scale_z here, once a
+      // row, so each element is rounded once.
       if (g) {
+        const A gl = grad_loss ? A(to_acc(grad_loss[grad_loss_per_row ? r : 0])) : A(1);
+        const A sg = scale * gl;
         A p_scale, bias, at_target;
         if constexpr (WEIGHTED) {
-          p_scale = ((one_minus_eps * wt + smooth * wsum) * scale + (zs > A(0) ? A(2) * zs * lse * scale_z : A(0))) / s;
-          bias = -smooth * scale;
-          at_target = one_minus_eps * wt * scale;
+          p_scale =
+              ((one_minus_eps * wt + smooth * wsum) * sg + (zs > A(0) ? A(2) * zs * lse * scale_z * gl : A(0))) / s;
+          bias = -smooth * sg;
+          at_target = one_minus_eps * wt * sg;
         } else {
-          p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * scale / s;
-          bias = -smooth * scale;
-          at_target = one_minus_eps * scale;
+          p_scale = (zs > A(0) ? A(1) + A(2) * zs * lse : A(1)) * sg / s;
+          bias = -smooth * sg;
+          at_target = one_minus_eps * sg;
         }
         auto grad_of = [&](A x0, int c) {
           const A xc = capped<CAP>(x0, cap);
@@ -714,7 +728,8 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
                                            A(p->label_smoothing), A(p->softcap), A(p->lse_square_scale),
                                            g ? n_valid : nullptr, row_loss, loss_rows, row_z, z_rows,
                                            static_cast<const T*>(p->weight), g ? w_div : nullptr, wsum,
-                                           row_correct, correct_rows);
+                                           row_correct, correct_rows, static_cast<const T*>(p->grad_loss),
+                                           p->grad_loss_per_row, p->grad_in_place);
       return check_launch(op);
     };
     // Rows start 16-byte aligned or not (odd V); vectors need grad and logits

@@ -23,6 +23,20 @@ inline tc_status check(const tc_cross_entropy_params* p, const char* op) {
   TC_REQUIRE(p->rows == 0 || (p->logits && p->target), "%s: logits or target is NULL", op);
   TC_REQUIRE(p->softcap >= 0.0, "%s: softcap must be >= 0 (0: off), got %g", op, p->softcap);
   TC_REQUIRE(p->lse_square_scale >= 0.0, "%s: lse_square_scale must be >= 0, got %g", op, p->lse_square_scale);
+  TC_REQUIRE(p->rows == 0 || !p->grad_loss || p->grad_logits,
+             "%s: grad_loss is given but grad_logits is NULL (it scales the gradient)", op);
+  TC_REQUIRE(p->grad_loss_per_row == 0 || p->grad_loss_per_row == 1,
+             "%s: grad_loss_per_row must be 0 (one value) or 1 (one per row), got %d", op, p->grad_loss_per_row);
+  TC_REQUIRE(!p->grad_loss_per_row || p->reduction == TC_REDUCTION_NONE,
+             "%s: grad_loss_per_row = 1 needs reduction NONE (the loss of SUM and MEAN is one value)", op);
+  TC_REQUIRE(p->grad_in_place == 0 || p->grad_in_place == 1,
+             "%s: grad_in_place must be 0 or 1, got %d", op, p->grad_in_place);
+  TC_REQUIRE(!p->grad_in_place || p->rows == 0 || (p->grad_logits && p->grad_loss),
+             "%s: grad_in_place needs grad_logits (the gradient for grad_loss = 1) and grad_loss", op);
+  TC_REQUIRE(!p->grad_in_place || (!p->loss && !p->z_loss && !p->row_loss && !p->row_z && !p->token_accuracy &&
+                                   !p->row_correct),
+             "%s: grad_in_place writes the gradient alone: loss, z_loss, row_loss, row_z, token_accuracy and "
+             "row_correct must be NULL", op);
   return TC_OK;
 }
 

@@ -1,6 +1,12 @@
 // cross_entropy (the loss, and with compute_grad its gradient from the same
-// pass) and cross_entropy_backward (that gradient scaled in place by
-// grad_loss): torch layer. logits [rows, classes], target [rows] int64.
+// pass, times grad_loss when given, rounded once) and cross_entropy_backward
+// (a gradient made for grad_loss = 1 made the gradient for grad_loss, in
+// place, rows whose grad_loss is exactly 1 untouched: with logits those rows
+// recomputed from them, rounded once (the core's grad_in_place: the autograd
+// backward's call); without, scaled (fused_linear_cross_entropy's, whose
+// logits are gone)): torch layer. logits [rows, classes], target [rows]
+// int64; grad_loss of logits' dtype, the loss's shape (0-dim for 'mean' and
+// 'sum', [rows] for 'none').
 // softcap and lse_square_scale (z-loss): cross_entropy.h; z_loss is the z
 // terms alone, reduced as the loss, when return_z_loss (else empty). weight:
 // class weights [classes] of logits' dtype, as torch's (no gradient).
@@ -17,7 +23,7 @@ using namespace tc_torch;
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
     const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index, c10::string_view reduction,
     double label_smoothing, bool compute_grad, double softcap, double lse_square_scale, bool return_z_loss,
-    const c10::optional<at::Tensor>& weight, bool return_token_accuracy) {
+    const c10::optional<at::Tensor>& weight, bool return_token_accuracy, const c10::optional<at::Tensor>& grad_loss) {
   const char* op = "cross_entropy";
   check_args(op, {{"logits", logits}});
   TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
@@ -32,6 +38,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
   const int64_t rows = x.size(0), cols = x.size(1);
   at::Tensor loss = empty_contiguous(red == TC_REDUCTION_NONE ? std::vector<int64_t>{rows}
                                                               : std::vector<int64_t>{}, x);
+  const bool scaled = grad_loss.has_value() && grad_loss->defined();
+  if (scaled) {
+    TC_CHECK(compute_grad, op, "grad_loss is given but compute_grad is False (grad_loss scales the gradient)");
+    check_args(op, {{"logits", logits}, {"grad_loss", *grad_loss}});
+    TC_CHECK(grad_loss->sizes() == loss.sizes(), op, "grad_loss must have shape %s (the loss's), got %s",
+             shape_str(loss.sizes()).c_str(), shape_str(grad_loss->sizes()).c_str());
+  }
+  const at::Tensor gl = scaled ? grad_loss->contiguous() : at::Tensor();
   at::Tensor grad = empty_contiguous(compute_grad ? x.sizes() : at::IntArrayRef{0}, x);
   at::Tensor z = empty_contiguous(return_z_loss ? loss.sizes() : at::IntArrayRef{0}, x);
   at::Tensor acc = at::empty(return_token_accuracy ? loss.sizes() : at::IntArrayRef{0}, x.options().dtype(at::kFloat));
@@ -45,13 +59,57 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
                                               .z_loss = return_z_loss ? z.data_ptr() : nullptr,
                                               .weight = w.defined() ? w.const_data_ptr() : nullptr,
                                               .token_accuracy =
-                                                  return_token_accuracy ? acc.data_ptr<float>() : nullptr});
+                                                  return_token_accuracy ? acc.data_ptr<float>() : nullptr,
+                                              .grad_loss = scaled ? gl.const_data_ptr() : nullptr,
+                                              .grad_loss_per_row = scaled && red == TC_REDUCTION_NONE ? 1 : 0});
   return {loss, grad, z, acc};
 }
 
-// grad_loss: 0-dim (one scale) or grad_logits' shape without its last dim.
-void cross_entropy_backward(const at::Tensor& grad_logits, const at::Tensor& grad_loss) {
+// With logits: grad_logits holds cross_entropy's compute_grad output for
+// these arguments; the rows whose grad_loss is not exactly 1 are recomputed
+// over it (grad_in_place, cross_entropy.h).
+void recompute_in_place(const char* op, const at::Tensor& grad_logits, const at::Tensor& grad_loss,
+                        const at::Tensor& logits, const c10::optional<at::Tensor>& target, int64_t ignore_index,
+                        c10::string_view reduction, double label_smoothing, double softcap, double lse_square_scale,
+                        const c10::optional<at::Tensor>& weight) {
+  TC_CHECK(target.has_value() && target->defined(), op, "logits is given without target (both make the gradient)");
+  check_args(op, {{"logits", logits}, {"grad_logits", grad_logits}, {"grad_loss", grad_loss}});
+  TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
+           "logits must be 2-D [rows, classes] with at least one class, got shape %s",
+           shape_str(logits.sizes()).c_str());
+  check_same_shape(op, {"grad_logits", grad_logits}, {"logits", logits});
+  TC_CHECK(grad_logits.is_contiguous(), op, "grad_logits must be contiguous (it is updated in place)");
+  check_target(op, *target, logits, "logits");
+  const int red = parse_reduction(op, reduction);
+  check_label_smoothing(op, label_smoothing);
+  check_options(op, softcap, lse_square_scale);
+  const at::Tensor w = class_weight(op, weight, "weight", logits, "logits", logits.size(1));
+  const std::vector<int64_t> loss_shape =
+      red == TC_REDUCTION_NONE ? std::vector<int64_t>{logits.size(0)} : std::vector<int64_t>{};
+  TC_CHECK(grad_loss.sizes() == at::IntArrayRef(loss_shape), op, "grad_loss must have shape %s (the loss's), got %s",
+           shape_str(loss_shape).c_str(), shape_str(grad_loss.sizes()).c_str());
+  const at::Tensor x = logits.contiguous(), t = target->contiguous(), gl = grad_loss.contiguous();
+  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
+                      tc_cross_entropy_params{.rows = x.size(0), .cols = x.size(1), .ignore_index = ignore_index,
+                                              .reduction = red, .label_smoothing = label_smoothing,
+                                              .softcap = softcap, .lse_square_scale = lse_square_scale,
+                                              .logits = x.data_ptr(), .target = t.const_data_ptr<int64_t>(),
+                                              .grad_logits = grad_logits.data_ptr(),
+                                              .weight = w.defined() ? w.const_data_ptr() : nullptr,
+                                              .grad_loss = gl.const_data_ptr(),
+                                              .grad_loss_per_row = red == TC_REDUCTION_NONE ? 1 : 0,
+                                              .grad_in_place = 1});
+}
+
+// Without logits, grad_loss: 0-dim (one scale) or grad_logits' shape without its last dim.
+void cross_entropy_backward(const at::Tensor& grad_logits, const at::Tensor& grad_loss,
+                            const c10::optional<at::Tensor>& logits, const c10::optional<at::Tensor>& target,
+                            int64_t ignore_index, c10::string_view reduction, double label_smoothing, double softcap,
+                            double lse_square_scale, const c10::optional<at::Tensor>& weight) {
   const char* op = "cross_entropy_backward";
+  if (logits.has_value() && logits->defined())
+    return recompute_in_place(op, grad_logits, grad_loss, *logits, target, ignore_index, reduction,
+                              label_smoothing, softcap, lse_square_scale, weight);
   check_args(op, {{"grad_logits", grad_logits}, {"grad_loss", grad_loss}});
   TC_CHECK(grad_logits.is_contiguous(), op, "grad_logits must be contiguous (it is scaled in place)");
   const bool per_row = grad_loss.dim() > 0;
@@ -80,9 +138,11 @@ void impls(M& m) {
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, str reduction='mean', "
         "float label_smoothing=0.0, bool compute_grad=False, float softcap=0.0, float lse_square_scale=0.0, "
-        "bool return_z_loss=False, Tensor? weight=None, bool return_token_accuracy=False) -> "
+        "bool return_z_loss=False, Tensor? weight=None, bool return_token_accuracy=False, Tensor? grad_loss=None) -> "
         "(Tensor loss, Tensor grad_logits, Tensor z_loss, Tensor token_accuracy)");
-  m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss) -> ()");
+  m.def("cross_entropy_backward(Tensor(a!) grad_logits, Tensor grad_loss, Tensor? logits=None, Tensor? target=None, "
+        "int ignore_index=-100, str reduction='mean', float label_smoothing=0.0, float softcap=0.0, "
+        "float lse_square_scale=0.0, Tensor? weight=None) -> ()");
 }
 
 TC_REGISTER_IMPLS(impls)

@@ -5,15 +5,19 @@ label smoothing; softcap, z-loss and token accuracy as Liger-Kernel's.
 The gradient comes from the forward pass itself: when gradients are needed
 the forward kernel writes d loss / d logits (for grad_loss = 1) while it
 computes the loss, so neither the float softmax nor a second pass over the
-logits exists (llm.c's fused classifier). The backward,
-tinycuda::cross_entropy_backward, scales that saved gradient in place by
-grad_loss, and leaves it alone where grad_loss is exactly 1 (loss.backward()
-of a mean or sum), which it reads on the device: no host sync.
+logits exists (llm.c's fused classifier), and saves it with the logits (an
+input: nothing copied). The first backward, tinycuda::cross_entropy_backward
+with the logits, leaves the rows whose grad_loss is exactly 1 (read on the
+device: no host sync) and recomputes the others over it from the logits,
+times grad_loss before the one rounding (scaling the rounded gradient
+rounded twice: with bf16 logits that was 1.3-2x as far from a float64
+reference as torch's own gradient). Bytes: 2 N V s for forward and
+loss.backward() of a mean or sum, 4 N V s for another grad_loss.
 
-Because the saved gradient is scaled in place, a graph through
-cross_entropy can be backpropagated once: a second backward
-(retain_graph=True) fails with torch's "modified by an inplace operation"
-error rather than returning a wrong gradient.
+The saved gradient then holds the first backward's result, which is also
+what it returned, so a later backward of the same graph (retain_graph=True)
+recomputes every row from the logits into a new tensor: 2 N V s more, the
+right gradient for its own grad_loss, and the first one's left as it was.
 """
 import torch
 
@@ -119,17 +123,36 @@ def check_reduction(op, reduction, label_smoothing, softcap=0.0, lse_square_scal
 
 
 @register_fake("tinycuda::cross_entropy")
-def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing,
-                        compute_grad, softcap, lse_square_scale, return_z_loss, weight, return_token_accuracy):
+def _cross_entropy_fake(logits, target, ignore_index, reduction, label_smoothing, compute_grad, softcap,
+                        lse_square_scale, return_z_loss, weight, return_token_accuracy, grad_loss=None):
     torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
                  lambda: "tinycuda::cross_entropy: logits must be 2-D [rows, classes] with at least one class")
     check_target("cross_entropy", logits.shape[0], target)
     check_class_weight("cross_entropy", weight, "weight", logits, "logits")
     check_reduction("cross_entropy", reduction, label_smoothing, softcap, lse_square_scale)
     shape = (logits.shape[0],) if reduction == "none" else ()
+    check_grad_loss(grad_loss, compute_grad, logits, shape)
     return (logits.new_empty(shape), logits.new_empty(logits.shape if compute_grad else (0,)),
             logits.new_empty(shape if return_z_loss else (0,)),
             token_accuracy_fake(logits, shape, return_token_accuracy))
+
+
+def check_grad_loss(grad_loss, compute_grad, logits, shape):
+    """The C++ layer's grad_loss checks, in its order: compute_grad, then as check_args, then the loss's shape."""
+    if grad_loss is None:
+        return
+    op = "tinycuda::cross_entropy"
+    torch._check(compute_grad,
+                 lambda: f"{op}: grad_loss is given but compute_grad is False (grad_loss scales the gradient)")
+    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+    torch._check(grad_loss.dtype in floats,
+                 lambda: f"{op}: grad_loss must be float32, float16, bfloat16 or float64, got {grad_loss.dtype}")
+    torch._check(grad_loss.device == logits.device,
+                 lambda: f"{op}: grad_loss is on {grad_loss.device} but logits is on {logits.device}")
+    torch._check(grad_loss.dtype == logits.dtype,
+                 lambda: f"{op}: grad_loss has dtype {grad_loss.dtype} but logits has dtype {logits.dtype}")
+    torch._check(tuple(grad_loss.shape) == shape,
+                 lambda: f"{op}: grad_loss must have shape {list(shape)} (the loss's), got {list(grad_loss.shape)}")
 
 
 def token_accuracy_fake(like, shape, asked):
@@ -138,9 +161,35 @@ def token_accuracy_fake(like, shape, asked):
 
 
 @register_fake("tinycuda::cross_entropy_backward")
-def _cross_entropy_backward_fake(grad_logits, grad_loss):
-    torch._check(grad_loss.dim() == 0 or tuple(grad_loss.shape) == tuple(grad_logits.shape[:-1]),
-                 lambda: "tinycuda::cross_entropy_backward: grad_loss must be 0-dim or have grad_logits' rows")
+def _cross_entropy_backward_fake(grad_logits, grad_loss, logits=None, target=None, ignore_index=-100,
+                                 reduction="mean", label_smoothing=0.0, softcap=0.0, lse_square_scale=0.0,
+                                 weight=None):
+    """The C++ layer's checks, in its order (the dtype and device ones aside: every tensor here comes from
+    cross_entropy's forward)."""
+    op = "tinycuda::cross_entropy_backward"
+    if logits is None:
+        torch._check(grad_loss.dim() == 0 or tuple(grad_loss.shape) == tuple(grad_logits.shape[:-1]),
+                     lambda: f"{op}: grad_loss must be 0-dim or have grad_logits' rows")
+        return
+    torch._check(target is not None, lambda: f"{op}: logits is given without target (both make the gradient)")
+    torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
+                 lambda: f"{op}: logits must be 2-D [rows, classes] with at least one class, got shape "
+                         f"{list(logits.shape)}")
+    torch._check(grad_logits.shape == logits.shape,
+                 lambda: f"{op}: grad_logits has shape {list(grad_logits.shape)} but logits has shape "
+                         f"{list(logits.shape)}")
+    check_target("cross_entropy_backward", logits.shape[0], target)
+    check_reduction("cross_entropy_backward", reduction, label_smoothing, softcap, lse_square_scale)
+    check_class_weight("cross_entropy_backward", weight, "weight", logits, "logits")
+    shape = (logits.shape[0],) if reduction == "none" else ()
+    torch._check(tuple(grad_loss.shape) == shape,
+                 lambda: f"{op}: grad_loss must have shape {list(shape)} (the loss's), got {list(grad_loss.shape)}")
+
+
+# the schema's arguments after target, in order, with their defaults
+_OPTIONS = dict(ignore_index=-100, reduction="mean", label_smoothing=0.0, compute_grad=False, softcap=0.0,
+                lse_square_scale=0.0, return_z_loss=False, weight=None, return_token_accuracy=False,
+                grad_loss=None)
 
 
 def _setup(ctx, inputs, output):
@@ -149,27 +198,30 @@ def _setup(ctx, inputs, output):
     # no zero-filled [N, V] tensor as the (unused) gradient of grad_logits:
     # materialized, it cost a 2 GB fill (0.64 ms) per backward at 8192 x 128256
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(grad)
-    ctx.compute_grad = inputs[5]
+    ctx.opts = {**_OPTIONS, **dict(zip(_OPTIONS, inputs[2:]))}
+    # the gradient for grad_loss = 1 (compute_grad without grad_loss), which the first backward updates in place;
+    # the logits are an input: saving them copies nothing
+    ctx.grad_for_one = ctx.opts["compute_grad"] and ctx.opts["grad_loss"] is None
+    ctx.save_for_backward(inputs[0], inputs[1], ctx.opts["weight"], grad if ctx.grad_for_one else None)
 
 
 def _backward(ctx, grad_loss, _grad, _z, _acc):
-    if not ctx.compute_grad:
-        raise RuntimeError("tinycuda::cross_entropy: the forward ran with compute_grad=False, so there is "
-                           "no gradient to backpropagate (tinycuda.cross_entropy sets it when needed)")
-    if grad_loss is None:  # the loss unused (grads are not materialized)
-        return (None,) * 11
-    (grad,) = ctx.saved_tensors
-    scale_saved(grad, grad_loss)
-    return (grad,) + (None,) * 10
-
-
-def scale_saved(grad, grad_loss):
-    """grad *= grad_loss in place, and a new version for autograd: unpacking
-    the saved gradient again (a second backward) then raises torch's
-    "modified by an inplace operation" error."""
-    torch.ops.tinycuda.cross_entropy_backward(grad, grad_loss)
-    torch.autograd.graph.increment_version(grad)
+    n_inputs = len(ctx.needs_input_grad)  # trailing arguments left at their defaults are not among the inputs
+    if grad_loss is None or not ctx.needs_input_grad[0]:  # the loss unused (grads are not materialized)
+        return (None,) * n_inputs
+    logits, target, weight, grad = ctx.saved_tensors
+    o = ctx.opts
+    if ctx.grad_for_one:
+        # the first backward: rows of grad_loss 1 kept, the others recomputed over them (the module's docstring);
+        # a later one finds grad_loss's rows in the buffer, so recomputes every row into a new tensor
+        ctx.grad_for_one = False
+        torch.ops.tinycuda.cross_entropy_backward(grad, grad_loss, logits, target, o["ignore_index"], o["reduction"],
+                                                  o["label_smoothing"], o["softcap"], o["lse_square_scale"], weight)
+    else:
+        o = {**o, "compute_grad": True, "return_z_loss": False, "weight": weight, "return_token_accuracy": False,
+             "grad_loss": grad_loss}
+        _, grad, *_ = torch.ops.tinycuda.cross_entropy(logits, target, *o.values())
+    return (grad,) + (None,) * (n_inputs - 1)
 
 
 torch.library.register_autograd("tinycuda::cross_entropy", _backward, setup_context=_setup)

@@ -5,8 +5,8 @@ The torch layer (csrc/torch/fused_linear_cross_entropy.cpp) walks chunks of
 tokens: one matmul into a reused [chunk, V] buffer, the cross_entropy kernel
 writing the gradient over it, two matmuls for grad_hidden and grad_weight.
 The gradients are made in the forward when needed; the backward scales them
-in place by grad_loss (nothing to do when it is exactly 1), so as with
-cross_entropy a graph through it can be backpropagated once.
+in place by grad_loss (nothing to do when it is exactly 1), so a graph
+through it can be backpropagated once.
 
 reduction='none' cannot make its gradients in the forward (grad_weight
 sums every row, so a per-row grad_loss cannot be applied afterwards): its
@@ -29,8 +29,7 @@ import torch
 
 from ._fake import register_fake
 
-from .cross_entropy import (check_class_weight, check_reduction, check_target, scale_saved, token_accuracy_fake,
-                            with_extras)
+from .cross_entropy import check_class_weight, check_reduction, check_target, token_accuracy_fake, with_extras
 
 
 __all__ = ["fused_linear_cross_entropy"]
@@ -130,6 +129,14 @@ def _backward(ctx, grad_loss, *_):
             scale_saved(g, grad_loss)
         out.append(g if need else None)
     return (*out, *(None,) * (len(_OPTIONS) - 1))[:n_inputs]
+
+
+def scale_saved(grad, grad_loss):
+    """grad *= grad_loss in place (tinycuda::cross_entropy_backward), and a new
+    version for autograd: unpacking the saved gradient again (a second
+    backward) then raises torch's "modified by an inplace operation" error."""
+    torch.ops.tinycuda.cross_entropy_backward(grad, grad_loss)
+    torch.autograd.graph.increment_version(grad)
 
 
 torch.library.register_autograd("tinycuda::fused_linear_cross_entropy", _backward, setup_context=_setup)

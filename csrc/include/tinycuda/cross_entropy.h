@@ -10,13 +10,23 @@
  * the smoothing term by W.
  *
  * The gradient is written by the same pass that computes the loss (when
- * grad_logits is given), for grad_loss = 1:
+ * grad_logits is given), times the upstream gradient g_i = grad_loss (one
+ * value for SUM and MEAN; one per row for NONE with grad_loss_per_row; 1 when
+ * grad_loss is NULL):
  *   grad_ic = ((1 - eps) w_t (softmax_ic - [c == t_i])
- *              + (eps / cols) (Wsum softmax_ic - w_c)) * scale,   Wsum = sum_c w_c
+ *              + (eps / cols) (Wsum softmax_ic - w_c)) * scale * g_i,   Wsum = sum_c w_c
  * (without weights: softmax_ic - (1 - eps) [c == t_i] - eps / cols), scale =
- * 1 / W for MEAN, 1 for SUM and NONE, and grad_i = 0 on ignored rows. The
- * backward then only scales it by grad_loss, in place: one value for SUM and
- * MEAN, one per row for NONE. Math in float (double for double).
+ * 1 / W for MEAN, 1 for SUM and NONE, and grad_i = 0 on ignored rows. Math in
+ * float (double for double), g_i taken into the scale factors before the one
+ * rounding to dtype: the gradient for grad_loss = 1 rounded to bf16, then
+ * scaled and rounded again, was 1.3-2x as far from a float64 reference as
+ * torch's own bf16 gradient. The torch op's autograd forward makes the
+ * gradient for grad_loss = 1 and its backward recomputes, with grad_in_place,
+ * only the rows whose grad_loss is not 1: 2 N V s bytes (s: the element size)
+ * for forward and backward of loss.backward(), 4 N V s for another grad_loss,
+ * one rounding either way. tc_cross_entropy_backward (scale in place, rows of
+ * 1 skipped) rounds twice; chunked callers whose logits are gone by the
+ * backward (fused_linear_cross_entropy) still use it.
  *
  * Options, as Gemma 2 and PaLM train (and Liger-Kernel computes them):
  *   softcap > 0: every logit is capped first, x -> softcap * tanh(x / softcap),
@@ -25,7 +35,7 @@
  *     its gradient 2 lse_square_scale lse_i softmax_ic; z_loss, when given,
  *     receives the z terms alone, reduced as the loss (for logging)
  * so grad_ic = (the weighted terms above * scale + 2 lse_square_scale lse_i softmax_ic
- *               * scale_z) * (1 - tanh^2(x_ic / softcap)).
+ *               * scale_z) * g_i * (1 - tanh^2(x_ic / softcap)).
  * z-loss with class weights, as Liger-Kernel: z_i is not weighted, and MEAN
  * divides it by n_valid (the count of rows not ignored), not by W: scale_z =
  * 1 / n_valid for MEAN, 1 otherwise, and the MEAN loss is
@@ -109,6 +119,23 @@ typedef struct {
                             fraction of rows not ignored that are correct */
   float* row_correct;    /* NULL, or [rows]: each row's 1 / 0 as token_accuracy's
                             NONE, unreduced (for chunked callers) */
+  /* Appended after row_correct, for the same reason. */
+  const void* grad_loss; /* NULL (grad_loss = 1), or the upstream gradient of dtype
+                            that grad_logits is multiplied by before its rounding;
+                            device memory for CUDA */
+  int grad_loss_per_row; /* 0: grad_loss is one value; 1: [rows], one per row
+                            (reduction NONE only) */
+  int grad_in_place;     /* 0: as above; 1: grad_logits already holds this gradient
+                            for grad_loss = 1 (this call's, grad_loss NULL), and only
+                            the rows whose grad_loss is not exactly 1 (read on the
+                            device: no host sync) are computed over it, times
+                            grad_loss before the one rounding; rows of 1 are not
+                            touched (the same arithmetic gives the same bits) and
+                            nothing else is written: grad_loss is needed, loss,
+                            z_loss, row_loss, row_z, token_accuracy and row_correct
+                            must be NULL. A backward after a forward that made the
+                            gradient: 2 N V s bytes in all where grad_loss is 1, 4 N V
+                            s where it is not, rounded once either way */
 } tc_cross_entropy_params;
 
 /* grad_logits *= grad_loss in place; grad_loss is one value (per_row = 0, the
