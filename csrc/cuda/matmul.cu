@@ -732,13 +732,27 @@ __device__ __forceinline__ void store_out(const float (&d)[128], float* staged, 
 // a time: elementwise, so the boxes' swizzle does not matter. The rolled
 // loop, one per activation, keeps the erf and tanh code to three copies; the
 // dispatch is out of line, called once a box.
+// GELU's tanh form for a 16-bit C: x/2 (1 + tanh u) = x sigmoid(2u), on
+// ex2.approx and rcp.approx: a few float ulps (~2^-21) before the rounding
+// to 8 (bf16) or 11 (fp16) bits, in 7 instructions where tanhf's branches
+// take ~20. The limits are tanhf's: x -> -inf gives -0, +inf gives x, and
+// -inf gives NaN (-inf * 0 in torch's form, -inf / inf here).
+__device__ __forceinline__ float gelu_tanh_16(float x) {
+  const float u2 = float(2 * GeluTanh::kBeta) * (x + float(GeluTanh::kKappa) * x * x * x);
+  return __fdividef(x, 1.f + __expf(-u2));
+}
+template <int kAct>
+__device__ __forceinline__ float act_16(float x) {
+  return kAct == TC_ACT_GELU_TANH ? gelu_tanh_16(x) : activate(kAct, x);
+}
+
 template <class T, int kAct>
 __device__ __forceinline__ void act_chunks(const T* src, T* dst, int tid) {
 #pragma unroll 1
   for (int i = tid; i < 64 * 64 / 8; i += 128) {
     Vec<T, 8> v = reinterpret_cast<const Vec<T, 8>*>(src)[i];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(activate(kAct, to_acc(v.v[e])));
+    for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(act_16<kAct>(to_acc(v.v[e])));
     reinterpret_cast<Vec<T, 8>*>(dst)[i] = v;
   }
 }
