@@ -24,6 +24,25 @@ import tinycuda.ops  # noqa: F401  (loads the kernels, registers the ops)
 from tinycuda.optable import grad_outs, noncontiguous, outputs, view  # noqa: F401  (re-exported for the family tests)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _inductor_cache_for_these_sources():
+    """torch.compile's on-disk caches keyed by this tree's sources. AOTAutograd's cache does not hash a
+    custom op's Python autograd formula: after cross_entropy's backward changed, a cache left by an older
+    checkout served the old backward graph (the new op arguments are optional, so it still ran) and
+    test_compile_fullgraph failed on bits. A fresh CI machine has no cache; this keeps a developer's runs
+    honest too."""
+    crc = 0
+    for top in ("tinycuda", "csrc"):
+        for d, _, files in sorted(os.walk(os.path.join(ROOT, top))):
+            for f in sorted(files):
+                if f.endswith((".py", ".cpp", ".cu", ".cuh", ".h")):
+                    with open(os.path.join(d, f), "rb") as fh:
+                        crc = zlib.crc32(fh.read(), crc)
+    return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"torchinductor_tinycuda_{crc:08x}")
+
+
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", _inductor_cache_for_these_sources())
 HAS_CUDA = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
     "tinycuda::relu", "CUDA")
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
