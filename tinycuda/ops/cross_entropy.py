@@ -95,18 +95,22 @@ def check_target(op, rows, target):
                  lambda: f"tinycuda::{op}: target must have shape [{rows}], got {list(target.shape)}")
 
 
+def check_float_like(op, t, name, like, like_name):
+    """A floating tensor argument on `like`'s device and of its dtype (the C++ layer's order)."""
+    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+    torch._check(t.dtype in floats,
+                 lambda: f"{op}: {name} must be float32, float16, bfloat16 or float64, got {t.dtype}")
+    torch._check(t.device == like.device, lambda: f"{op}: {name} is on {t.device} but {like_name} is on {like.device}")
+    torch._check(t.dtype == like.dtype,
+                 lambda: f"{op}: {name} has dtype {t.dtype} but {like_name} has dtype {like.dtype}")
+
+
 def check_class_weight(op, weight, name, like, like_name, classes=None):
     """The C++ layer's class_weight() checks, in its order (cross_entropy_args.h)."""
     if weight is None:
         return
     classes = like.shape[1] if classes is None else classes
-    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-    torch._check(weight.dtype in floats,
-                 lambda: f"tinycuda::{op}: {name} must be float32, float16, bfloat16 or float64, got {weight.dtype}")
-    torch._check(weight.device == like.device,
-                 lambda: f"tinycuda::{op}: {name} is on {weight.device} but {like_name} is on {like.device}")
-    torch._check(weight.dtype == like.dtype,
-                 lambda: f"tinycuda::{op}: {name} has dtype {weight.dtype} but {like_name} has dtype {like.dtype}")
+    check_float_like(f"tinycuda::{op}", weight, name, like, like_name)
     torch._check(weight.dim() == 1 and weight.shape[0] == classes,
                  lambda: f"tinycuda::{op}: {name} must have shape [{classes}] (one weight per class), got "
                          f"{list(weight.shape)}")
@@ -144,13 +148,7 @@ def check_grad_loss(grad_loss, compute_grad, logits, shape):
     op = "tinycuda::cross_entropy"
     torch._check(compute_grad,
                  lambda: f"{op}: grad_loss is given but compute_grad is False (grad_loss scales the gradient)")
-    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-    torch._check(grad_loss.dtype in floats,
-                 lambda: f"{op}: grad_loss must be float32, float16, bfloat16 or float64, got {grad_loss.dtype}")
-    torch._check(grad_loss.device == logits.device,
-                 lambda: f"{op}: grad_loss is on {grad_loss.device} but logits is on {logits.device}")
-    torch._check(grad_loss.dtype == logits.dtype,
-                 lambda: f"{op}: grad_loss has dtype {grad_loss.dtype} but logits has dtype {logits.dtype}")
+    check_float_like(op, grad_loss, "grad_loss", logits, "logits")
     torch._check(tuple(grad_loss.shape) == shape,
                  lambda: f"{op}: grad_loss must have shape {list(shape)} (the loss's), got {list(grad_loss.shape)}")
 
