@@ -728,10 +728,6 @@ __device__ __forceinline__ void store_out(const float (&d)[128], float* staged, 
   }
 }
 
-// dst = act(src) over one 64 x 64 box of T, 8 elements (a 16-byte chunk) at
-// a time: elementwise, so the boxes' swizzle does not matter. The rolled
-// loop, one per activation, keeps the erf and tanh code to three copies; the
-// dispatch is out of line, called once a box.
 // GELU's tanh form for a 16-bit C: x/2 (1 + tanh u) = x sigmoid(2u), on
 // ex2.approx and rcp.approx: a few float ulps (~2^-21) before the rounding
 // to 8 (bf16) or 11 (fp16) bits, in 7 instructions where tanhf's branches
@@ -746,6 +742,10 @@ __device__ __forceinline__ float act_16(float x) {
   return kAct == TC_ACT_GELU_TANH ? gelu_tanh_16(x) : activate(kAct, x);
 }
 
+// dst = act(src) over one 64 x 64 box of T, 8 elements (a 16-byte chunk) at
+// a time: elementwise, so the boxes' swizzle does not matter. The rolled
+// loop, one per activation, keeps the erf and tanh code to three copies; the
+// dispatch is out of line, called once a box.
 template <class T, int kAct>
 __device__ __forceinline__ void act_chunks(const T* src, T* dst, int tid) {
 #pragma unroll 1
