@@ -20,12 +20,16 @@
 namespace {
 using namespace tc_torch;
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
-    const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index, c10::string_view reduction,
-    double label_smoothing, bool compute_grad, double softcap, double lse_square_scale, bool return_z_loss,
-    const c10::optional<at::Tensor>& weight, bool return_token_accuracy, const c10::optional<at::Tensor>& grad_loss) {
-  const char* op = "cross_entropy";
-  check_args(op, {{"logits", logits}});
+// The checks the forward and the backward's recompute share, in this order,
+// and the core's params for the problem they describe (outputs unset); x and
+// t keep the contiguous copies the params point into alive.
+struct Problem {
+  at::Tensor x, t, w;
+  tc_cross_entropy_params p;
+};
+Problem problem(const char* op, const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index,
+                c10::string_view reduction, double label_smoothing, double softcap, double lse_square_scale,
+                const c10::optional<at::Tensor>& weight) {
   TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
            "logits must be 2-D [rows, classes] with at least one class, got %s",
            shape_str(logits.sizes()).c_str());
@@ -33,9 +37,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
   const int red = parse_reduction(op, reduction);
   check_label_smoothing(op, label_smoothing);
   check_options(op, softcap, lse_square_scale);
-  const at::Tensor w = class_weight(op, weight, "weight", logits, "logits", logits.size(1));
-  const at::Tensor x = logits.contiguous(), t = target.contiguous();
-  const int64_t rows = x.size(0), cols = x.size(1);
+  Problem pr{logits.contiguous(), target.contiguous(),
+             class_weight(op, weight, "weight", logits, "logits", logits.size(1)), {}};
+  pr.p = tc_cross_entropy_params{.rows = pr.x.size(0), .cols = pr.x.size(1), .ignore_index = ignore_index,
+                                 .reduction = red, .label_smoothing = label_smoothing, .softcap = softcap,
+                                 .lse_square_scale = lse_square_scale, .logits = pr.x.data_ptr(),
+                                 .target = pr.t.const_data_ptr<int64_t>(),
+                                 .weight = pr.w.defined() ? pr.w.const_data_ptr() : nullptr};
+  return pr;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
+    const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index, c10::string_view reduction,
+    double label_smoothing, bool compute_grad, double softcap, double lse_square_scale, bool return_z_loss,
+    const c10::optional<at::Tensor>& weight, bool return_token_accuracy, const c10::optional<at::Tensor>& grad_loss) {
+  const char* op = "cross_entropy";
+  check_args(op, {{"logits", logits}});
+  const Problem pr = problem(op, logits, target, ignore_index, reduction, label_smoothing, softcap, lse_square_scale,
+                             weight);
+  const at::Tensor& x = pr.x;
+  const int red = pr.p.reduction;
+  const int64_t rows = x.size(0);
   at::Tensor loss = empty_contiguous(red == TC_REDUCTION_NONE ? std::vector<int64_t>{rows}
                                                               : std::vector<int64_t>{}, x);
   const bool scaled = grad_loss.has_value() && grad_loss->defined();
@@ -49,19 +71,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy(
   at::Tensor grad = empty_contiguous(compute_grad ? x.sizes() : at::IntArrayRef{0}, x);
   at::Tensor z = empty_contiguous(return_z_loss ? loss.sizes() : at::IntArrayRef{0}, x);
   at::Tensor acc = at::empty(return_token_accuracy ? loss.sizes() : at::IntArrayRef{0}, x.options().dtype(at::kFloat));
-  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
-                      tc_cross_entropy_params{.rows = rows, .cols = cols, .ignore_index = ignore_index,
-                                              .reduction = red, .label_smoothing = label_smoothing,
-                                              .softcap = softcap, .lse_square_scale = lse_square_scale,
-                                              .logits = x.data_ptr(), .target = t.const_data_ptr<int64_t>(),
-                                              .loss = loss.data_ptr(),
-                                              .grad_logits = compute_grad ? grad.data_ptr() : nullptr,
-                                              .z_loss = return_z_loss ? z.data_ptr() : nullptr,
-                                              .weight = w.defined() ? w.const_data_ptr() : nullptr,
-                                              .token_accuracy =
-                                                  return_token_accuracy ? acc.data_ptr<float>() : nullptr,
-                                              .grad_loss = scaled ? gl.const_data_ptr() : nullptr,
-                                              .grad_loss_per_row = scaled && red == TC_REDUCTION_NONE ? 1 : 0});
+  tc_cross_entropy_params p = pr.p;
+  p.loss = loss.data_ptr();
+  p.grad_logits = compute_grad ? grad.data_ptr() : nullptr;
+  p.z_loss = return_z_loss ? z.data_ptr() : nullptr;
+  p.token_accuracy = return_token_accuracy ? acc.data_ptr<float>() : nullptr;
+  p.grad_loss = scaled ? gl.const_data_ptr() : nullptr;
+  p.grad_loss_per_row = scaled && red == TC_REDUCTION_NONE ? 1 : 0;
+  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size, p);
   return {loss, grad, z, acc};
 }
 
@@ -74,31 +91,21 @@ void recompute_in_place(const char* op, const at::Tensor& grad_logits, const at:
                         const c10::optional<at::Tensor>& weight) {
   TC_CHECK(target.has_value() && target->defined(), op, "logits is given without target (both make the gradient)");
   check_args(op, {{"logits", logits}, {"grad_logits", grad_logits}, {"grad_loss", grad_loss}});
-  TC_CHECK(logits.dim() == 2 && logits.size(1) >= 1, op,
-           "logits must be 2-D [rows, classes] with at least one class, got shape %s",
-           shape_str(logits.sizes()).c_str());
+  const Problem pr = problem(op, logits, *target, ignore_index, reduction, label_smoothing, softcap, lse_square_scale,
+                             weight);
   check_same_shape(op, {"grad_logits", grad_logits}, {"logits", logits});
   TC_CHECK(grad_logits.is_contiguous(), op, "grad_logits must be contiguous (it is updated in place)");
-  check_target(op, *target, logits, "logits");
-  const int red = parse_reduction(op, reduction);
-  check_label_smoothing(op, label_smoothing);
-  check_options(op, softcap, lse_square_scale);
-  const at::Tensor w = class_weight(op, weight, "weight", logits, "logits", logits.size(1));
-  const std::vector<int64_t> loss_shape =
-      red == TC_REDUCTION_NONE ? std::vector<int64_t>{logits.size(0)} : std::vector<int64_t>{};
+  const bool none = pr.p.reduction == TC_REDUCTION_NONE;
+  const std::vector<int64_t> loss_shape = none ? std::vector<int64_t>{logits.size(0)} : std::vector<int64_t>{};
   TC_CHECK(grad_loss.sizes() == at::IntArrayRef(loss_shape), op, "grad_loss must have shape %s (the loss's), got %s",
            shape_str(loss_shape).c_str(), shape_str(grad_loss.sizes()).c_str());
-  const at::Tensor x = logits.contiguous(), t = target->contiguous(), gl = grad_loss.contiguous();
-  call_with_workspace(op, x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size,
-                      tc_cross_entropy_params{.rows = x.size(0), .cols = x.size(1), .ignore_index = ignore_index,
-                                              .reduction = red, .label_smoothing = label_smoothing,
-                                              .softcap = softcap, .lse_square_scale = lse_square_scale,
-                                              .logits = x.data_ptr(), .target = t.const_data_ptr<int64_t>(),
-                                              .grad_logits = grad_logits.data_ptr(),
-                                              .weight = w.defined() ? w.const_data_ptr() : nullptr,
-                                              .grad_loss = gl.const_data_ptr(),
-                                              .grad_loss_per_row = red == TC_REDUCTION_NONE ? 1 : 0,
-                                              .grad_in_place = 1});
+  const at::Tensor gl = grad_loss.contiguous();
+  tc_cross_entropy_params p = pr.p;
+  p.grad_logits = grad_logits.data_ptr();
+  p.grad_loss = gl.const_data_ptr();
+  p.grad_loss_per_row = none ? 1 : 0;
+  p.grad_in_place = 1;
+  call_with_workspace(op, pr.x, tc_cross_entropy_cpu, tc_cross_entropy_cuda, tc_cross_entropy_workspace_size, p);
 }
 
 // Without logits, grad_loss: 0-dim (one scale) or grad_logits' shape without its last dim.

@@ -171,14 +171,13 @@ def _cross_entropy_backward_fake(grad_logits, grad_loss, logits=None, target=Non
         return
     torch._check(target is not None, lambda: f"{op}: logits is given without target (both make the gradient)")
     torch._check(logits.dim() == 2 and logits.shape[1] >= 1,
-                 lambda: f"{op}: logits must be 2-D [rows, classes] with at least one class, got shape "
-                         f"{list(logits.shape)}")
-    torch._check(grad_logits.shape == logits.shape,
-                 lambda: f"{op}: grad_logits has shape {list(grad_logits.shape)} but logits has shape "
-                         f"{list(logits.shape)}")
+                 lambda: f"{op}: logits must be 2-D [rows, classes] with at least one class, got {list(logits.shape)}")
     check_target("cross_entropy_backward", logits.shape[0], target)
     check_reduction("cross_entropy_backward", reduction, label_smoothing, softcap, lse_square_scale)
     check_class_weight("cross_entropy_backward", weight, "weight", logits, "logits")
+    torch._check(grad_logits.shape == logits.shape,
+                 lambda: f"{op}: grad_logits has shape {list(grad_logits.shape)} but logits has shape "
+                         f"{list(logits.shape)}")
     shape = (logits.shape[0],) if reduction == "none" else ()
     torch._check(tuple(grad_loss.shape) == shape,
                  lambda: f"{op}: grad_loss must have shape {list(shape)} (the loss's), got {list(grad_loss.shape)}")
