@@ -139,11 +139,12 @@
 //  KiB at D = 64 / 128. Registers: consumers 240 (setmaxnreg; dkv at D = 128
 //  holds dK, dV, S^T, dP^T: 192 floats), producers 24; no spills (ptxas).
 //  H200, GPT-2 124M's step (12 layers, B 16, 12 heads, S 1024, D 64, causal;
-//  gpt_profile.py): dkv 3.26 ms, dq 2.63 (MMA: 4.03, 3.25), 1.24x faster, but
-//  131 TFLOP/s (0.77 TFLOP, counted as 2.5x the forward's) against the
-//  forward's 196 (1.58 ms) at this shape: each tile runs S/dP,
-//  wait, dS, then dQ or dK/dV, wait, with no overlap between the consumers
-//  or across tiles (the forward's ping-pong is not here yet).
+//  gpt_profile.py): dkv 3.20 ms, dq 2.56 (MMA: 4.03, 3.25), 1.27x faster, but
+//  134 TFLOP/s (0.77 TFLOP, counted as 2.5x the forward's) against the
+//  forward's 196 (1.58 ms) at this shape: each tile runs S/dP, wait, dS,
+//  then dQ or dK/dV, wait. The consumers issue S/dP in turns (Turns, the
+//  forward's ping-pong; dkv at D = 64 only, see Turns): dkv 3.29 -> 3.20 ms,
+//  dq 2.62 -> 2.56; nothing overlaps across one consumer's tiles yet.
 //
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
@@ -1145,6 +1146,34 @@ template <int D> constexpr int kBN = D <= 128 ? 128 : 64;  // keys a tile
 //   D = 64: 81 KiB, D = 128: 161 KiB, D = 256: 193 KiB
 template <int D> constexpr size_t kSmem = size_t(kBM + 2 * kStages * kBN<D>) * D * 2 + 1024;
 
+// Ping-pong (FA3): the two consumers take turns issuing a tile's first
+// products, so one's CUDA-core work (softmax, or the backward's dS) lines up
+// with the other's wgmmas. Named barrier 1 + c is consumer c's turn: its 128
+// threads sync there (mine), and the other consumer arrives there once it
+// has issued its own (yours). Both walk every tile, skipped ones too, so the
+// syncs and arrivals pair up: consumer 0 goes first (start), and after the
+// loop takes consumer 1's last arrival (finish). (Leaving that arrival out
+// instead needs the tile count in the loop: 12 bytes of spills in dkv at
+// D = 128, ptxas; and with turns at all dkv at D = 128 spills 12 bytes, so
+// there `on` is false and the consumers are left to the warp schedulers.)
+struct Turns {
+  int c;
+  bool any;  // the loop has tiles
+  bool on;   // a compile-time constant at every use
+  __device__ __forceinline__ void start() const {
+    if (c == 1 && any) yours();
+  }
+  __device__ __forceinline__ void mine() const {
+    if (on) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+  }
+  __device__ __forceinline__ void yours() const {
+    if (on) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+  }
+  __device__ __forceinline__ void finish() const {
+    if (c == 0 && any) mine();
+  }
+};
+
 // Element (row r, column c) of a [rows][D] tile stored as 64-column boxes
 // with the 128-byte swizzle TMA writes: 16-byte chunk j of row r at j ^ (r % 8).
 template <int kRows>
@@ -1283,24 +1312,15 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   if (tiles > 0) mbar_wait(&q_full, 0);
   const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
-  // Ping-pong (FA3): the consumers take turns issuing Q K^T, so that one's
-  // softmax lines up with the other's matmuls. Named barrier 1 + c is this
-  // consumer's turn: its 128 threads sync there, and the other consumer
-  // arrives there once it has issued its own Q K^T. Both walk every tile,
-  // skipped ones too, so the syncs and arrivals pair up; consumer 0 goes
-  // first, and consumer 1 leaves out its last arrival, which nobody awaits.
-  auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
-  auto your_turn = [&](int t) {
-    if (c == 0 || t + 1 < tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
-  };
-  if (c == 1 && tiles > 0) your_turn(-1);
+  const Turns turn{c, tiles > 0, true};  // Q K^T in turns
+  turn.start();
   for (int t = 0; t < tiles; ++t) {
     const int s = t % kStages;
     const int64_t n0 = kv_lo + int64_t(t) * BN;
     mbar_wait(&full[s], (t / kStages) & 1);
-    my_turn();
+    turn.mine();
     if (!(c_live && n0 < c_hi && n0 + BN > c_lo)) {
-      your_turn(t);
+      turn.yours();
     } else {
       const T* sk = skv + 2 * s * BN * D;
       const T* sv = sk + BN * D;
@@ -1312,7 +1332,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
                                       wgmma_desc(q_rows + (kk / 4) * kBM * 64 + kk % 4 * 16),
                                       wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
       wgmma_commit();
-      your_turn(t);
+      turn.yours();
       wgmma_wait<0>();
       wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
 
@@ -1334,6 +1354,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
     }
     if (tid == 0) mbar_arrive(&empty[s]);  // this consumer's reads of stage s are complete
   }
+  turn.finish();
 
   // O = acc / l through this warp's own 16 rows of the Q tile (its reads of
   // them ended with the last wgmma), then 16-byte stores.
@@ -1566,11 +1587,16 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
   if (tiles > 0) mbar_wait(&q_full, 0);  // also before the epilogue overwrites Q: the copy has landed
   const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
   const T* g_rows = sg + 64 * c * 64;
+  const Turns turn{c, tiles > 0, true};  // S and dP in turns
+  turn.start();
   for (int t = 0; t < tiles; ++t) {
     const int s = t % kStages;
     const int64_t n0 = kv_lo + int64_t(t) * BN;
     mbar_wait(&full[s], (t / kStages) & 1);
-    if (c_live && n0 < c_hi && n0 + BN > c_lo) {  // consumer-uniform
+    turn.mine();
+    if (!(c_live && n0 < c_hi && n0 + BN > c_lo)) {  // consumer-uniform
+      turn.yours();
+    } else {
       const T* sk = skv + 2 * s * BN * D;
       const T* sv = sk + BN * D;
       float sacc[BN / 8][4], dpacc[BN / 8][4];
@@ -1586,6 +1612,7 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
                                       wgmma_desc(g_rows + (kk / 4) * BM * 64 + kk % 4 * 16),
                                       wgmma_desc(sv + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
       wgmma_commit();
+      turn.yours();
       wgmma_wait<0>();
       wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
       wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(dpacc));
@@ -1609,6 +1636,7 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
     __syncwarp();  // every lane's wgmma reading stage s has completed
     if (lane == 0) mbar_arrive(&empty[s]);
   }
+  turn.finish();
 
   // dQ = scale dQ through this warp's own 16 rows of the Q tile (its
   // consumer's reads of them ended with its last wgmma), then 16-byte stores.
@@ -1757,10 +1785,15 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   const T* v_rows = sv + 64 * c * 64;
   // the producer's walk: stage s, its use's parity, the tile's first query m0 (relative)
   int s = 0, phase = 0, qt = 0;
+  const Turns turn{c, tiles > 0, D <= 64};  // S^T and dP^T in turns (D = 64)
+  turn.start();
   for (int64_t t = 0; t < tiles; ++t) {
     const int m0 = qt * BM;
     mbar_wait(&full[s], phase);
-    if (c_live && m0 < c_hi && m0 + BM > c_lo) {  // consumer-uniform
+    turn.mine();
+    if (!(c_live && m0 < c_hi && m0 + BM > c_lo)) {  // consumer-uniform
+      turn.yours();
+    } else {
       const T* sq = sqg + 2 * s * BM * D;
       const T* sg = sq + BM * D;
       const float* lse2 = sl + 2 * s * BM;
@@ -1777,6 +1810,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
                                       wgmma_desc(v_rows + (kk / 4) * BN * 64 + kk % 4 * 16),
                                       wgmma_desc(sg + (kk / 4) * BM * 64 + kk % 4 * 16), kk > 0);
       wgmma_commit();
+      turn.yours();
       wgmma_wait<0>();
       wgmma_pin(reinterpret_cast<float(&)[BM / 2]>(st));
       wgmma_pin(reinterpret_cast<float(&)[BM / 2]>(dpt));
@@ -1807,6 +1841,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
     if (++qt == q_tiles) qt = 0;
     if (++s == kStages) s = 0, phase ^= 1;
   }
+  turn.finish();
 
   // dK = scale dK, dV through this warp's own 16 rows of the K and V tiles,
   // then 16-byte stores.
