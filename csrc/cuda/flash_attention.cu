@@ -337,19 +337,6 @@ __device__ __forceinline__ V quad_reduce(V v, Op op) {
   return op(v, shfl_xor(v, 2));
 }
 
-// Two floats as one register of two T, the lower column in the low half (the
-// order of mma's operand fragments).
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
 // The forward's per-tile steps on a warp's S = Q K^T in mma's fragment layout
 // (s[nt][2r + e]: row g + 8r of the warp's 16, key 8nt + 2qd + e), shared by
 // the mma.sync and wgmma kernels (wgmma's m64 accumulators are the same

@@ -56,10 +56,13 @@ namespace {
 struct TileOrigin {
   int64_t m0, n0;
 };
-__device__ __forceinline__ TileOrigin grouped_tile(int64_t id, int64_t M, int64_t N, int bm, int bn) {
-  const int64_t tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn, width = 8 * tiles_n;
-  const int64_t first_m = id / width * 8, rows = min(tiles_m - first_m, int64_t(8));
-  return {(first_m + id % width % rows) * bm, id % width / rows * bn};
+// I: the index type, uint32_t where every tile index fits (the wgmma
+// kernel's tile start: its divisions are a quarter of 64-bit ones).
+template <class I = int64_t>
+__device__ __forceinline__ TileOrigin grouped_tile(I id, I M, I N, int bm, int bn) {
+  const I tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn, width = 8 * tiles_n;
+  const I first_m = id / width * 8, rows = min(tiles_m - first_m, I(8)), in = id % width;
+  return {int64_t(first_m + in % rows) * bm, int64_t(in / rows) * bn};
 }
 
 // Where an epilogue stores output i, P = the accumulator (+ bias): C in T, or
@@ -438,7 +441,7 @@ gemm_mma_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ A, int64_
   T* smem = reinterpret_cast<T*>(smem_raw);  // stage s: A tile at 2s, B tile at 2s + 1
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
-  const auto [m0, n0] = grouped_tile(blockIdx.x, M, N, BM, BN);
+  const auto [m0, n0] = grouped_tile<int64_t>(blockIdx.x, M, N, BM, BN);
 
   const Loader<T, kAK, kAsync> la{A, M, K, sam, sak, m0};
   const Loader<T, kBK, kAsync> lb{B, N, K, sbn, sbk, n0};
@@ -798,7 +801,7 @@ __device__ __forceinline__ void load_old_box(C* dst, const CUtensorMap* tc, int6
 // read it: bulk_wait_read<1>; in place (act without pre), X's only store is
 // C's, after it. TMA clips rows and columns past M and N. The bias of the
 // tile's 256 columns sits in shared memory (bias_s, stored just before the
-// epilogue). A tile stores 4 or 8 boxes, an even count, so the alternation
+// epilogue; zeros without a bias). A tile stores 4 or 8 boxes, an even count, so the alternation
 // runs on across tiles.
 template <class T, class C>
 __device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const T* bias_s, int64_t m0, int64_t n0,
@@ -846,26 +849,56 @@ __device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const
     } else {
       claim();
     }
+    if constexpr (!kF) {
+      // 16 columns (8-column groups j, j + 1) at a time by one stmatrix.x4:
+      // matrix i is group j + i / 2's rows g + 8 (i % 2) of the warp's 16, so
+      // lane l gives the address of row l % 8 + 8 (l / 8 % 2) at chunk
+      // (jj + l / 16) ^ (l % 8), which is the lane's base below XOR jj's
+      // chunk bits (jj even; x's rows start on 128 bytes). The old C of a
+      // 16-bit C += P comes back through ldmatrix in the same layout.
+      const int lane = tid % 32;
+      const uint32_t base = smem_addr(x) + (16 * w + lane % 8 + 8 * (lane / 8 % 2)) * 128 +
+                            (((lane / 16) ^ (lane % 8)) << 4);
 #pragma unroll
-    for (int jj = 0; jj < kW / 8; ++jj) {
-      const int j = box * (kW / 8) + jj, col = 8 * jj + 2 * q;  // col: in the box
-      const float b0 = bias_s ? to_acc(bias_s[8 * j + 2 * q]) : 0.0f, b1 = bias_s ? to_acc(bias_s[8 * j + 2 * q + 1]) : 0.0f;
+      for (int jj = 0; jj < kW / 8; jj += 2) {
+        const int j = box * (kW / 8) + jj;
+        // the thread's two columns' bias in each group, one 32-bit load each
+        // (zeros without a bias: no predicate)
+        float v[4][2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * w + g + 8 * h;
-        Vec<C, 2>* at = reinterpret_cast<Vec<C, 2>*>(x + r * kW + ((col / kEl) ^ (r % 8)) * kEl + col % kEl);
-        float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
-        Vec<C, 2> pair;
-        if constexpr (kF) {
-          pair.v[0] = v0, pair.v[1] = v1;
-        } else {
-          if (load) {  // P + old C in float, one rounding (this thread's own pair: no other thread reads it)
-            const Vec<C, 2> old_c = *at;
-            v0 += to_acc(old_c.v[0]), v1 += to_acc(old_c.v[1]);
-          }
-          pair.v[0] = from_acc<C>(v0), pair.v[1] = from_acc<C>(v1);
+        for (int i = 0; i < 4; ++i) {
+          const int jx = j + i / 2, h = i % 2;
+          const Vec<T, 2> bp = *reinterpret_cast<const Vec<T, 2>*>(bias_s + 8 * jx + 2 * q);
+          v[i][0] = d[4 * jx + 2 * h] + to_acc(bp.v[0]), v[i][1] = d[4 * jx + 2 * h + 1] + to_acc(bp.v[1]);
         }
-        *at = pair;
+        const uint32_t addr = base ^ uint32_t(jj << 4);
+        if (load) {  // P + old C in float, one rounding
+          uint32_t old_c[4];
+          ldsm_x4<false>(old_c, addr);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 o = unpack2<C>(old_c[i]);
+            v[i][0] += o.x, v[i][1] += o.y;
+          }
+        }
+        uint32_t r[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) r[i] = pack2<C>(v[i][0], v[i][1]);
+        stsm_x4(addr, r);
+      }
+    } else {
+#pragma unroll
+      for (int jj = 0; jj < kW / 8; ++jj) {
+        const int j = box * (kW / 8) + jj, col = 8 * jj + 2 * q;  // col: in the box
+        // the thread's two columns' bias, one 32-bit load (zeros without a bias)
+        const Vec<T, 2> bp = *reinterpret_cast<const Vec<T, 2>*>(bias_s + 8 * j + 2 * q);
+        const float b0 = to_acc(bp.v[0]), b1 = to_acc(bp.v[1]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * w + g + 8 * h;
+          Vec<C, 2>* at = reinterpret_cast<Vec<C, 2>*>(x + r * kW + ((col / kEl) ^ (r % 8)) * kEl + col % kEl);
+          *at = Vec<C, 2>{{d[4 * j + 2 * h] + b0, d[4 * j + 2 * h + 1] + b1}};
+        }
       }
     }
     if constexpr (std::is_same_v<C, float>) {
@@ -922,7 +955,12 @@ struct TileAt {
   int z;
   int64_t m0, n0;
 };
-__device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_t M, int64_t N) {
+__device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_t M, int64_t N, bool small) {
+  if (small) {  // uniform: tiles, M and N below 2^32
+    const uint32_t t = uint32_t(tile), tmn = uint32_t(tiles_mn);
+    const auto [m0, n0] = grouped_tile<uint32_t>(t % tmn, uint32_t(M), uint32_t(N), BM, BN);
+    return {int(t / tmn), m0, n0};
+  }
   const auto [m0, n0] = grouped_tile(tile % tiles_mn, M, N, BM, BN);
   return {int(tile / tiles_mn), m0, n0};
 }
@@ -949,6 +987,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t tiles_mn = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), tiles = tiles_mn * batch;
   const int tiles_k = int((K + BK - 1) / BK);
+  const bool small = tiles <= UINT32_MAX && M + BM <= UINT32_MAX && N + BN <= UINT32_MAX;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumers);
@@ -965,7 +1004,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     if (tid == 0) {
       uint32_t it = 0;
       for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const TileAt at = tile_at(tile, tiles_mn, M, N);
+        const TileAt at = tile_at(tile, tiles_mn, M, N, small);
         const KRange kr = k_range(at.z, kslice, tiles_k);
         for (int t = kr.t0; t < kr.t1; ++t, ++it) {
           const int s = it % kStages;
@@ -985,7 +1024,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   T* bias_s = reinterpret_cast<T*>(reinterpret_cast<float*>(sb + kStages * kBTile) + kConsumers * kOut) + c * BN;
   uint32_t it = 0;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const TileAt at = tile_at(tile, tiles_mn, M, N);
+    const TileAt at = tile_at(tile, tiles_mn, M, N, small);
     float d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
@@ -1030,12 +1069,12 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     const int64_t m0 = at.m0 + c * 64;
     // the previous tile's reads of bias_s ended before its last box's
     // barrier; store_tma's first barrier orders these writes before its reads
-    if (tma_out && bias) bias_s[tid] = bv[0], bias_s[tid + 128] = bv[1];
+    if (tma_out) bias_s[tid] = bv[0], bias_s[tid + 128] = bv[1];  // zeros without a bias
     if (tma_out && out.cf)
-      store_tma<T, float>(d, staged, bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c, nullptr, TC_ACT_NONE,
-                          out.add, nullptr, c, tid);
+      store_tma<T, float>(d, staged, bias_s, m0, at.n0, at.z, &tma_c, nullptr, TC_ACT_NONE, out.add, nullptr, c,
+                          tid);
     else if (tma_out)
-      store_tma<T, T>(d, reinterpret_cast<T*>(staged), bias ? bias_s : nullptr, m0, at.n0, at.z, &tma_c,
+      store_tma<T, T>(d, reinterpret_cast<T*>(staged), bias_s, m0, at.n0, at.z, &tma_c,
                       pre ? &tma_pre : nullptr, act, out.add, loaded[c], c, tid);
     else if (out.cf)
       store_out<T, true>(d, staged, m0, at.n0, M, N, bias, nullptr, TC_ACT_NONE, out.at(z_off), c, tid);

@@ -9,6 +9,7 @@
 //                 the .trans form turns a tile stored k-major-in-rows into the
 //                 same fragment, which is how an operand of either layout is
 //                 read without a transposed copy in memory
+//   stsm_x4       stmatrix: the inverse, D fragments (packed by pack2) to shared memory
 //   mma_16816     D[16x8] += A[16x16] B[16x8], fp16 or bf16 in, fp32 out
 //
 // Fragment layouts (PTX ISA, "mma.m16n8k16"), lane = 4 g + q:
@@ -51,6 +52,38 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+
+// stmatrix, ldsm_x4's inverse: four 8x8 16-bit matrices from registers in
+// the mma D layout (register i holds matrix i's row lane / 4, columns
+// 2 (lane % 4) and + 1, two T packed) to shared memory, lanes 8i..8i+7 giving
+// matrix i's row addresses. One instruction where 16-bit stores of the same
+// fragments take four (the GEMM's epilogue).
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// Two floats as one register of two T, the lower column in the low half (the
+// order of mma's operand fragments), and back.
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t w) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half22float2(*reinterpret_cast<__half2*>(&w));
+  } else {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&w));
+  }
 }
 
 template <class T>
