@@ -96,6 +96,34 @@ def _devices():
     return ["cpu"] + (["cuda"] if HAS_CUDA else [])
 
 
+def test_backward_workspace_is_a_pure_function_of_the_params():
+    """tc_flash_attention_backward_workspace_size answers without a device: delta's float rows, and where the
+    wgmma backward keeps dS (fp16/bf16, head_dim <= 64, fixed lengths, AUTO or WGMMA, at most 512 MiB) dS^T
+    [batch][heads_q][seqlen_k][seqlen_q rounded up to 8] in the input dtype after them, 256-byte aligned."""
+    from tinycuda import capi
+    lib, ffi = capi.lib(), capi.ffi
+
+    def size(b, sq, sk, h, d, dtype="TC_BFLOAT16", algo="TC_ATTENTION_AUTO", varlen=False):
+        p = ffi.new("tc_flash_attention_backward_params*")
+        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv = getattr(lib, dtype), b, sq, sk, h, h
+        p.head_dim, p.algo = d, getattr(lib, algo)
+        if varlen:
+            p.cu_seqlens_q = p.cu_seqlens_k = ffi.cast("int32_t*", 256)  # never read by the query
+        return lib.tc_flash_attention_backward_workspace_size(p)
+
+    delta = 16 * 12 * 1024 * 4
+    gpt2 = (delta + 255) // 256 * 256 + 16 * 12 * 1024 * 1024 * 2  # GPT-2 124M's layer: 402 MB
+    assert size(16, 1024, 1024, 12, 64) == gpt2 and size(16, 1024, 1024, 12, 64, "TC_FLOAT16") == gpt2
+    assert size(16, 1024, 1024, 12, 64, algo="TC_ATTENTION_WGMMA") == gpt2
+    d7 = 3 * 2 * 7 * 4
+    assert size(3, 7, 5, 2, 40) == (d7 + 255) // 256 * 256 + 3 * 2 * 5 * 8 * 2  # pitch 8
+    for kw in (dict(d=128), dict(dtype="TC_FLOAT32"), dict(algo="TC_ATTENTION_MMA"), dict(varlen=True)):
+        args = dict(b=16, sq=1024, sk=1024, h=12, d=64) | kw
+        assert size(**args) == 16 * 12 * 1024 * 4  # delta only
+    assert size(4, 4096, 4096, 32, 64) == 4 * 32 * 4096 * 4  # dS^T would be 4.3 GB: dq recomputes it
+    assert size(2, 4096, 4096, 8, 64, "TC_FLOAT64") == 2 * 8 * 4096 * 8
+
+
 @pytest.mark.parametrize("device", _devices())
 def test_flash_attention_lse(device, dtype):
     """The saved lse is log sum exp of the scaled, masked logits (float32, as

@@ -197,8 +197,8 @@ size_t tc_flash_attention_workspace_size(const tc_flash_attention_params* p) {
 #endif
 }
 
+// The CUDA backward's: delta's rows, then the wgmma backward's dS^T where it
+// keeps one (shared/flash_attention_plan.h). The CPU backward takes none.
 size_t tc_flash_attention_backward_workspace_size(const tc_flash_attention_backward_params* p) {
-  if (!p) return 0;
-  const size_t acc = p->dtype == TC_FLOAT64 ? sizeof(double) : sizeof(float);
-  return size_t(p->batch * p->heads_q * p->seqlen_q) * acc;
+  return plan::attention_ds(p).total;
 }

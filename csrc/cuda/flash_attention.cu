@@ -228,6 +228,10 @@ struct Bwd {
   AttentionBatch seqs;
   Logit<A> logit;
   A scale;
+  // the wgmma backward's dS^T [batch][heads_q][seqlen_k][ds_pitch] in the
+  // workspace (plan::attention_ds), or null: dq recomputes dS
+  T* ds = nullptr;
+  int64_t ds_pitch = 0;
 
   static Bwd of(const tc_flash_attention_backward_params* p) {
     Bwd a{static_cast<const T*>(p->q), static_cast<const T*>(p->k), static_cast<const T*>(p->v),
@@ -1496,6 +1500,161 @@ __device__ __forceinline__ T* align_1k(unsigned char* p) {
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
 }
 
+// dkv's dS path (plan::attention_ds): its warp's dS^T tile, 16 keys x BM
+// queries already rounded to T in p_fragment's layout (da[kk]: key rows
+// `key`, key + 8 at queries 16kk + 2qd (+ 1) and + 8, from query q), into
+// row0 + key of the workspace's dS^T. Keys past klast and queries past
+// seqlen_q are left out (the next head's rows, the pitch's padding); an odd
+// q (a band starting on an odd query) stores 2-byte halves.
+template <class T, int BM>
+__device__ __forceinline__ void store_ds(const Bwd<T>& a, const uint32_t (&da)[BM / 16][4], int64_t row0,
+                                         int64_t key, int64_t klast, int64_t q) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key + 8 * r > klast) continue;
+    T* row = a.ds + (row0 + key + 8 * r) * a.ds_pitch + q;
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 16 * kk + 8 * h;
+        const uint32_t v = da[kk][2 * h + r];
+        if (q + j >= a.seqlen_q) continue;
+        if (!(q & 1)) {  // the pair's second query past seqlen_q lands in the pitch's padding
+          *reinterpret_cast<uint32_t*>(row + j) = v;
+        } else {
+          reinterpret_cast<uint16_t*>(row)[j] = uint16_t(v);
+          if (q + j + 1 < a.seqlen_q) reinterpret_cast<uint16_t*>(row)[j + 1] = uint16_t(v >> 16);
+        }
+      }
+  }
+}
+
+// dq on the dS path: dQ = scale dS K, dS^T as dkv stored it. A block per (b,
+// h, 128 queries) as the dq kernel below, its key tiles through a ring of
+// kDsStages stages of dS^T [2][64 keys][64 queries] (box c: consumer c's
+// queries) and K [64 keys][64]. Consumer c's warp takes its 16 queries' dS
+// fragment (m16 x k16) by ldmatrix.trans out of the key-major box, zeroes the
+// pairs outside the band on a tile crossing its band's edge (dkv stored dS
+// only inside its own band: elsewhere the workspace holds stale values, and
+// 0 x stale could be NaN), and issues dQ += dS K (wgmma_rs, K n-major) as the
+// dq kernel does. One product of 2 Sq S' D FLOPs against dq's three; the
+// block reads 24 KiB a tile, so the ring is deeper than dq's 2 stages.
+constexpr int kDsStages = 4;
+constexpr size_t kDqDsSmem = size_t(kDsStages * 3 * kBwdTile + kBwdRows) * 64 * 2 + 1024;
+
+template <class T>
+__global__ void __launch_bounds__(kThreads3, 1)
+attention_dq_ds_kernel(const __grid_constant__ CUtensorMap tds, const __grid_constant__ CUtensorMap tk,
+                       const Bwd<T> a, int64_t q_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BM = kBwdRows, BN = kBwdTile, D = 64;
+  extern __shared__ unsigned char smem_raw[];
+  T* ring = align_1k<T>(smem_raw);             // stage s: dS^T boxes 0, 1, then K, at ring + 3 s BN 64
+  T* sout = ring + kDsStages * 3 * BN * 64;    // dQ [BM][64] on its way out
+  __shared__ __align__(8) uint64_t full[kDsStages], empty[kDsStages];
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * BM;
+  const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
+  const AttentionSeq seq = a.seqs.seq(b);  // fixed lengths on this path
+  const int64_t last = min(m0 + BM, seq.len_q) - 1;
+  const AttentionMask& mask = seq.mask;
+  const int64_t kv_lo = mask.lo(m0), kv_hi = mask.hi(last);
+  const int tiles = kv_lo < kv_hi ? int((kv_hi - kv_lo + BN - 1) / BN) : 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kDsStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    setmaxnreg_dec<24>();
+    if (tid == 0)
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % kDsStages, n0 = int(kv_lo + int64_t(t) * BN);
+        if (t >= kDsStages) mbar_wait(&empty[s], (t / kDsStages - 1) & 1);
+        mbar_expect_bytes(&full[s], 3 * BN * 64 * sizeof(T));
+        T* st = ring + 3 * s * BN * 64;
+        tma_load_4d(st, &tds, int(m0), n0, int(h), int(b), &full[s]);
+        tma_load_4d(st + BN * 64, &tds, int(m0 + 64), n0, int(h), int(b), &full[s]);
+        tma_load_4d(st + 2 * BN * 64, &tk, 0, n0, int(hk), int(b), &full[s]);
+      }
+    return;
+  }
+
+  setmaxnreg_inc<240>();
+  const int c = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int64_t c0 = m0 + 64 * c, wrow = c0 + 16 * warp;
+  const int64_t wlast = min(wrow + 15, last);
+  const bool c_live = c0 <= last;
+  const int64_t c_lo = c_live ? mask.lo(c0) : 0, c_hi = c_live ? mask.hi(min(c0 + 63, last)) : 0;
+  const int64_t w_max_lo = mask.lo(wlast), w_min_hi = mask.hi(wrow);
+  const int64_t row_lo[2] = {mask.lo(wrow + g), mask.lo(wrow + g + 8)};
+  const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
+  // ldmatrix.trans row addresses in box c: lane l serves matrix l / 8 (keys
+  // + 8 (l / 16), queries + 8 (l / 8 % 2) of the warp's 16), row (key) l % 8;
+  // 16-byte chunk (query / 8) ^ (key % 8), the 128-byte swizzle
+  const uint32_t a_off = uint32_t((8 * (lane / 16) + lane % 8) * 128 +
+                                  (((2 * warp + lane / 8 % 2) ^ (lane % 8)) << 4));
+
+  float acc[D / 8][4] = {};
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kDsStages;
+    const int64_t n0 = kv_lo + int64_t(t) * BN;
+    mbar_wait(&full[s], (t / kDsStages) & 1);
+    if (c_live && n0 < c_hi && n0 + BN > c_lo) {  // consumer-uniform
+      const T* st = ring + 3 * s * BN * 64;
+      const uint32_t box = smem_addr(st + c * BN * 64) + a_off;
+      uint32_t da[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) ldsm_x4<true>(da[kk], box + kk * 16 * 128);
+      if (!(n0 >= w_max_lo && n0 + BN <= w_min_hi)) {  // the tile crosses this warp's band edge
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {  // register i: row g + 8 (i % 2), keys + 8 (i / 2)
+            const int r = i % 2;
+            const int64_t j = n0 + 16 * kk + 8 * (i / 2) + 2 * qd;
+            const uint32_t keep = (j >= row_lo[r] && j < row_hi[r] ? 0xFFFFu : 0u) |
+                                  (j + 1 >= row_lo[r] && j + 1 < row_hi[r] ? 0xFFFF0000u : 0u);
+            da[kk][i] &= keep;
+          }
+      }
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)  // keys 16kk.. are rows 16kk.. of K
+        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), da[kk],
+                             wgmma_desc_mn(st + 2 * BN * 64 + kk * 16 * 64, BN * 64 * sizeof(T)));
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+    }
+    __syncwarp();  // every lane's ldmatrix and wgmma reading stage s have completed
+    if (lane == 0) mbar_arrive(&empty[s]);
+  }
+
+  // dQ = scale dQ through this warp's own 16 rows of sout, then 16-byte stores
+  const int rw = 64 * c + 16 * warp;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(sout + swizzled<BM>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
+          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (D / 8); i += 32) {
+    const int r = i / (D / 8), col = i % (D / 8) * 8;
+    if (wrow + r <= last && col < a.head_dim)
+      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + wrow + r, h) + col) =
+          *reinterpret_cast<const uint4*>(sout + swizzled<BM>(rw + r, col));
+  }
+#endif
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
@@ -1770,8 +1929,9 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   if (tiles > 0) mbar_wait(&kv_full, 0);  // also before the epilogue overwrites K and V
   const T* k_rows = sk + 64 * c * 64;  // this consumer's keys of box 0
   const T* v_rows = sv + 64 * c * 64;
-  // the producer's walk: stage s, its use's parity, the tile's first query m0 (relative)
-  int s = 0, phase = 0, qt = 0;
+  // the producer's walk: stage s, its use's parity, the tile's query head
+  // (of the group) and first query m0 (relative)
+  int s = 0, phase = 0, qt = 0, hq = 0;
   const Turns turn{c, tiles > 0, D <= 64};  // S^T and dP^T in turns (D = 64)
   turn.start();
   for (int64_t t = 0; t < tiles; ++t) {
@@ -1808,6 +1968,9 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
       uint32_t pa[BM / 16][4], da[BM / 16][4];
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) p_fragment<T, BM>(pa[kk], st, kk), p_fragment<T, BM>(da[kk], dpt, kk);
+      if constexpr (D <= 64)
+        if (a.ds) store_ds<T, BM>(a, da, (b * a.heads_q + hk * a.group + hq) * a.seqlen_k, wk + g, klast,
+                           qb_lo + m0 + 2 * qd);
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dv));
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dk));
       wgmma_fence();
@@ -1825,7 +1988,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
     }
     __syncwarp();  // every lane's wgmma and lse/delta reads of stage s are done
     if (lane == 0) mbar_arrive(&empty[s]);
-    if (++qt == q_tiles) qt = 0;
+    if (++qt == q_tiles) qt = 0, ++hq;
     if (++s == kStages) s = 0, phase ^= 1;
   }
   turn.finish();
@@ -1875,6 +2038,7 @@ const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
 // rows, K and V of kBwdTile; dkv the reverse.
 struct BwdMaps {
   CUtensorMap q_rows, g_rows, k_rows, v_rows, q_tile, g_tile, k_tile, v_tile;
+  CUtensorMap ds;  // the dS path's dS^T [batch][heads_q][seqlen_k][ds_pitch] in [64 keys][64 queries] boxes
 };
 
 // false when TMA cannot describe one (AUTO then runs mma). Both sides have rows
@@ -1894,7 +2058,17 @@ bool bwd_maps(BwdMaps* m, const Bwd<T>& a) {
          tensor_map(&m->v_tile, a.v, a.vs, rows_k, a.heads_kv, batch, a.head_dim, kBwdTile);
 }
 
-// dq, then dkv (delta is in the workspace already).
+// The dS path's map (a.ds set); false when TMA cannot describe it (the
+// caller then leaves dS to dq).
+template <class T>
+bool ds_map(CUtensorMap* map, const Bwd<T>& a) {
+  const int64_t pitch = a.ds_pitch;
+  return tma_map<T, 4>(map, a.ds, {pitch, a.seqlen_k, a.heads_q, a.batch},
+                       {pitch, a.seqlen_k * pitch, a.heads_q * a.seqlen_k * pitch}, {64, kBwdTile, 1, 1});
+}
+
+// dq, then dkv (delta is in the workspace already); on the dS path (a.ds),
+// dkv then dq from its dS.
 template <class T, int D>
 tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cudaStream_t stream) {
   const int64_t q_tiles = (a.seqlen_q + kBwdRows - 1) / kBwdRows, dq_blocks = a.batch * a.heads_q * q_tiles;
@@ -1902,12 +2076,24 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cud
   TC_REQUIRE(dq_blocks <= INT32_MAX && dkv_blocks <= INT32_MAX,
              "%s: %lld (dq) and %lld (dkv) blocks of %d rows are too many for one launch", op, (long long)dq_blocks,
              (long long)dkv_blocks, kBwdRows);
-  auto dq = attention_dq_wgmma_kernel<T, D>;
-  static std::atomic<uint64_t> dq_set{0};
-  TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqSmem<D>, dq_set));
   auto dkv = attention_dkv_wgmma_kernel<T, D>;
   static std::atomic<uint64_t> dkv_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, dkv, kDkvSmem<D>, dkv_set));
+  if constexpr (D == 64) {
+    if (a.ds) {
+      auto dq = attention_dq_ds_kernel<T>;
+      static std::atomic<uint64_t> dq_set{0};
+      TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqDsSmem, dq_set));
+      dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, a,
+                                                                     k_tiles);
+      TC_RETURN_IF_ERROR(check_launch(op));
+      dq<<<unsigned(dq_blocks), kThreads3, kDqDsSmem, stream>>>(m.ds, m.k_tile, a, q_tiles);
+      return check_launch(op);
+    }
+  }
+  auto dq = attention_dq_wgmma_kernel<T, D>;
+  static std::atomic<uint64_t> dq_set{0};
+  TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqSmem<D>, dq_set));
   dq<<<unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream>>>(m.q_rows, m.g_rows, m.k_tile, m.v_tile, a, q_tiles);
   TC_RETURN_IF_ERROR(check_launch(op));
   dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, a, k_tiles);
@@ -2345,7 +2531,7 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
                (long long)p->head_dim);
     TC_REQUIRE(!why || p->head_dim <= kMaxNaiveDim, "%s: head_dim must be <= %d on CUDA, got %lld", op,
                kMaxNaiveDim, (long long)p->head_dim);
-    const Bwd<T> a = Bwd<T>::of(p);
+    Bwd<T> a = Bwd<T>::of(p);
     cudaStream_t stream = as_stream(p->stream);
     const int64_t rows_q = p->batch * p->heads_q * p->seqlen_q, rows_k = p->batch * p->heads_kv * p->seqlen_k;
     // WGMMA (and AUTO where it runs): the wgmma backward at head_dim <= 128
@@ -2363,6 +2549,13 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
         TC_REQUIRE(!no || p->algo != TC_ATTENTION_WGMMA, "%s: algo 3 (wgmma) needs %s (head_dim %lld)", op, no,
                    (long long)p->head_dim);
         wgmma = !no;
+        // the dS path where the plan keeps dS (the workspace holds it: checked above)
+        const plan::AttentionDs ds = plan::attention_ds(p);
+        if (wgmma && ds.pitch) {
+          a.ds = reinterpret_cast<T*>(static_cast<unsigned char*>(p->workspace) + ds.offset);
+          a.ds_pitch = ds.pitch;
+          if (!fa3::ds_map(&maps.ds, a)) a.ds = nullptr;
+        }
       }
     }
     // seqlen_q == 0: only dK, dV (zeros); seqlen_k == 0: only dQ (zeros, no delta needed)

@@ -108,4 +108,46 @@ inline AttentionSplit attention_split(const tc_flash_attention_params* p) {
   return s;
 }
 
+// Whether the CUDA backward's wgmma path keeps dS (its dS path), and where:
+// shared with tc_flash_attention_backward_workspace_size, like the split
+// above, and like it a pure function of the params. dkv computes dS^T for
+// every (key, query) pair of its band anyway; with this path it also stores
+// it, rounded to the input dtype as dQ += dS K consumes it, into the
+// workspace as dS^T [batch][heads_q][seqlen_k][pitch], so that dq becomes one
+// product (dQ = dS K) instead of three (S, dP, dQ). GPT-2 124M (B 16, H 12,
+// S 1024, D 64, causal) stores 402 MB a layer (half of it written: the
+// band), read once, against dq's two recomputed products (BENCHMARKS, GPT
+// step 9). The workspace grows as S^2, so only up to kDsMaxBytes; above it,
+// with variable lengths (one matrix per sequence would be needed) or at head
+// dims above 64 (dkv's registers at D = 128 have no room for the stores'
+// addresses), the backward runs dq's three products as before. Devices that
+// run no wgmma backward leave the bytes unused.
+constexpr size_t kDsMaxBytes = size_t(512) << 20;
+
+struct AttentionDs {
+  int64_t pitch = 0;    // 0: the path is not taken; else seqlen_q rounded up to 8 (TMA's 16-byte rows)
+  size_t offset = 0;    // of dS^T in the workspace, after delta's rows (256-byte aligned)
+  size_t total = 0;     // the backward's workspace: delta, then dS^T
+};
+
+inline AttentionDs attention_ds(const tc_flash_attention_backward_params* p) {
+  AttentionDs d;
+  if (!p) return d;
+  const size_t acc = p->dtype == TC_FLOAT64 ? sizeof(double) : sizeof(float);
+  d.total = size_t(std::max<int64_t>(p->batch * p->heads_q * p->seqlen_q, 0)) * acc;
+  if ((p->algo != TC_ATTENTION_AUTO && p->algo != TC_ATTENTION_WGMMA) || p->cu_seqlens_q || p->cu_seqlens_k)
+    return d;
+  if ((p->dtype != TC_FLOAT16 && p->dtype != TC_BFLOAT16) || p->head_dim < 1 || p->head_dim > 64) return d;
+  if (p->batch < 1 || p->heads_q < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->seqlen_q > INT32_MAX ||
+      p->seqlen_k > INT32_MAX)
+    return d;
+  const int64_t pitch = (p->seqlen_q + 7) / 8 * 8;
+  const double bytes = double(p->batch) * double(p->heads_q) * double(p->seqlen_k) * double(pitch) * 2.0;
+  if (bytes > double(kDsMaxBytes)) return d;
+  d.pitch = pitch;
+  d.offset = (d.total + 255) / 256 * 256;
+  d.total = d.offset + size_t(bytes);
+  return d;
+}
+
 }  // namespace plan
