@@ -145,6 +145,13 @@
 //  then dQ or dK/dV, wait. The consumers issue S/dP in turns (Turns, the
 //  forward's ping-pong; dkv at D = 64 only, see Turns): dkv 3.29 -> 3.20 ms,
 //  dq 2.62 -> 2.56; nothing overlaps across one consumer's tiles yet.
+//  dS path (head_dim <= 64, fixed lengths, the workspace's dS^T within
+//  plan::attention_ds's 512 MiB): dkv also stores its dS^T tiles, rounded to
+//  T (store_ds), and dq becomes one product, dQ = dS K
+//  (attention_dq_ds_kernel), run after dkv: 5 products instead of 7, like
+//  FA2's, without its atomics. GPT-2's step: dq 2.56 -> 1.03 ms, but dkv
+//  3.20 -> 4.42: its consumers stall on the 4-byte global stores (16 a
+//  thread a tile); backward 5.76 -> 5.45 ms.
 //
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
