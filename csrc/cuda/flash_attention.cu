@@ -1537,6 +1537,31 @@ __device__ __forceinline__ void store_ds(const Bwd<T>& a, const uint32_t (&da)[B
   }
 }
 
+// dQ = scale dQ out of consumer c's warp's fragments (rows g, g + 8 of its
+// 16 from wrow, columns 8nt + 2qd, + 1): through the warp's own 16 rows of a
+// [kBwdRows][D] swizzled tile that nothing else reads any more, then 16-byte
+// stores of the rows up to `last` (q0: the sequence's first row in grad_q).
+template <class T, int D>
+__device__ __forceinline__ void store_dq(const float (&acc)[D / 8][4], T* tile, const Bwd<T>& a, int64_t b,
+                                         int64_t h, int64_t q0, int64_t wrow, int64_t last, int c, int warp,
+                                         int lane) {
+  const int rw = 64 * c + 16 * warp, g = lane / 4, qd = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(tile + swizzled<kBwdRows>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
+          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (D / 8); i += 32) {
+    const int r = i / (D / 8), col = i % (D / 8) * 8;
+    if (wrow + r <= last && col < a.head_dim)
+      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, q0 + wrow + r, h) + col) =
+          *reinterpret_cast<const uint4*>(tile + swizzled<kBwdRows>(rw + r, col));
+  }
+}
+
 // dq on the dS path: dQ = scale dS K, dS^T as dkv stored it. A block per (b,
 // h, 128 queries) as the dq kernel below, its key tiles through a ring of
 // kDsStages stages of dS^T [2][64 keys][64 queries] (box c: consumer c's
@@ -1643,22 +1668,7 @@ attention_dq_ds_kernel(const __grid_constant__ CUtensorMap tds, const __grid_con
     if (lane == 0) mbar_arrive(&empty[s]);
   }
 
-  // dQ = scale dQ through this warp's own 16 rows of sout, then 16-byte stores
-  const int rw = 64 * c + 16 * warp;
-#pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<uint32_t*>(sout + swizzled<BM>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
-          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
-  __syncwarp();
-#pragma unroll
-  for (int i = lane; i < 16 * (D / 8); i += 32) {
-    const int r = i / (D / 8), col = i % (D / 8) * 8;
-    if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + wrow + r, h) + col) =
-          *reinterpret_cast<const uint4*>(sout + swizzled<BM>(rw + r, col));
-  }
+  store_dq<T, D>(acc, sout, a, b, h, seq.q0, wrow, last, c, warp, lane);
 #endif
 }
 
@@ -1791,23 +1801,8 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
   }
   turn.finish();
 
-  // dQ = scale dQ through this warp's own 16 rows of the Q tile (its
-  // consumer's reads of them ended with its last wgmma), then 16-byte stores.
-  const int rw = 64 * c + 16 * warp;
-#pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<uint32_t*>(sq + swizzled<BM>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
-          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
-  __syncwarp();
-#pragma unroll
-  for (int i = lane; i < 16 * (D / 8); i += 32) {
-    const int r = i / (D / 8), col = i % (D / 8) * 8;
-    if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + wrow + r, h) + col) =
-          *reinterpret_cast<const uint4*>(sq + swizzled<BM>(rw + r, col));
-  }
+  // through the Q tile: its consumer's reads of the warp's rows ended with its last wgmma
+  store_dq<T, D>(acc, sq, a, b, h, seq.q0, wrow, last, c, warp, lane);
 #endif
 }
 
