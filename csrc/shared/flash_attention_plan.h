@@ -119,9 +119,10 @@ inline AttentionSplit attention_split(const tc_flash_attention_params* p) {
 // band), read once, against dq's two recomputed products (BENCHMARKS, GPT
 // step 9). The workspace grows as S^2, so only up to kDsMaxBytes; above it,
 // with variable lengths (one matrix per sequence would be needed) or at head
-// dims above 64 (dkv's registers at D = 128 have no room for the stores'
-// addresses), the backward runs dq's three products as before. Devices that
-// run no wgmma backward leave the bytes unused.
+// dims above 64 (not tried: the dS path's dq holds one 64-column box of K,
+// and dkv at D = 128 is at its register limit already), the backward runs
+// dq's three products as before. Devices that run no wgmma backward leave
+// the bytes unused: the query asks no device, as the split's does not.
 constexpr size_t kDsMaxBytes = size_t(512) << 20;
 
 struct AttentionDs {
