@@ -786,8 +786,9 @@ __device__ __forceinline__ void load_old_box(C* dst, const CUtensorMap* tc, int6
 // rounded once, as addmm's beta = 1. A consumer's 64 x 256 outputs leave as boxes of
 // 64 rows x 128 bytes (64 columns of T, 32 of float), in two 8 KiB shared
 // buffers (X, Y) in TMA's 128-byte swizzle (16-byte chunk x of row r at
-// x ^ (r % 8): the fragment writes, 8 rows x 4 (8) bytes x 4 threads a warp,
-// are free of bank conflicts), each handed to the TMA unit, which writes it
+// x ^ (r % 8): a 16-bit C's fragments go in by stmatrix.x4, 16 columns of
+// the warp's 16 rows an instruction, a float one's as 8 rows x 8 bytes x 4
+// threads a warp, free of bank conflicts), each handed to the TMA unit, which writes it
 // out while the consumer moves on: to the next box, and after the last to the
 // next tile's k-tiles, so the stores overlap the MMAs that store_out's waited
 // for (a tile's fixed cost 2.8 us against store_out's 6.6; cuBLAS 1.9). A box:
