@@ -146,12 +146,13 @@
 //  forward's ping-pong; dkv at D = 64 only, see Turns): dkv 3.29 -> 3.20 ms,
 //  dq 2.62 -> 2.56; nothing overlaps across one consumer's tiles yet.
 //  dS path (head_dim <= 64, fixed lengths, the workspace's dS^T within
-//  plan::attention_ds's 512 MiB): dkv also stores its dS^T tiles, rounded to
-//  T (store_ds), and dq becomes one product, dQ = dS K
-//  (attention_dq_ds_kernel), run after dkv: 5 products instead of 7, like
-//  FA2's, without its atomics. GPT-2's step: dq 2.56 -> 1.03 ms, but dkv
-//  3.20 -> 4.42: its consumers stall on the 4-byte global stores (16 a
-//  thread a tile); backward 5.76 -> 5.45 ms.
+//  plan::attention_ds's 512 MiB): dkv also stores its dS^T tiles (rounded to
+//  T, stmatrix into a swizzled box, a TMA store a tile), and dq becomes one
+//  product, dQ = dS K (attention_dq_ds_kernel), run after dkv: 5 products
+//  instead of 7, like FA2's, without its atomics. GPT-2's step: dkv 3.20 ->
+//  3.52 ms, dq 2.56 -> 1.04 (backward 5.76 -> 4.56 ms). dS^T through 4-byte
+//  global stores from the fragments instead cost dkv 1.2 ms (4.42): the
+//  consumers stalled on them; the TMA store leaves them to the copy engine.
 //
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
@@ -1480,8 +1481,9 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 // Shared memory (+ 1 KiB to align the swizzled tiles on 1 KiB):
 //   dq:  Q, dO [D/64][128][64] + 2 stages x (K, V) [D/64][64][64]:
 //        D = 64: 65 KiB, D = 128: 129 KiB
-//   dkv: K, V [D/64][128][64] + 2 stages x (Q, dO [D/64][64][64], 64 lse and delta floats):
-//        D = 64: 66 KiB, D = 128: 130 KiB
+//   dkv: K, V [D/64][128][64] + 2 stages x (Q, dO [D/64][64][64], 64 lse and delta floats),
+//        at D = 64 + the dS path's 4 [64][64] boxes: D = 64: 98 KiB, D = 128: 130 KiB
+//   dq on the dS path: 4 stages x (dS^T [2][64][64], K [64][64]) + dQ [128][64]: 113 KiB
 // Registers (a thread; setmaxnreg 24 for the producers, 240 for the
 // consumers): dq's consumers hold dQ (D/2 floats) and S, dP (32 each); dkv's
 // dK, dV (D/2 each) and S^T, dP^T (32 each), 192 floats at D = 128, which is
@@ -1499,42 +1501,15 @@ constexpr int kBwdRows = 128;  // dq's query rows and dkv's keys a block (two co
 constexpr int kBwdTile = 64;   // dq's keys and dkv's queries a ring tile
 template <int D>
 constexpr size_t kDqSmem = size_t(2 * kBwdRows + 2 * kStages * kBwdTile) * D * 2 + 1024;
+// dkv at D = 64 also holds the dS path's boxes: two [64 keys][64 queries] a
+// consumer, filled in turns so one is stored while the other fills
 template <int D>
-constexpr size_t kDkvSmem = kDqSmem<D> + size_t(2 * kStages * kBwdTile) * sizeof(float);
+constexpr size_t kDkvSmem = kDqSmem<D> + size_t(2 * kStages * kBwdTile) * sizeof(float) +
+                            (D == 64 ? size_t(4) * 64 * 64 * 2 : 0);
 
 template <class T>
 __device__ __forceinline__ T* align_1k(unsigned char* p) {
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
-}
-
-// dkv's dS path (plan::attention_ds): its warp's dS^T tile, 16 keys x BM
-// queries already rounded to T in p_fragment's layout (da[kk]: key rows
-// `key`, key + 8 at queries 16kk + 2qd (+ 1) and + 8, from query q), into
-// row0 + key of the workspace's dS^T. Keys past klast and queries past
-// seqlen_q are left out (the next head's rows, the pitch's padding); an odd
-// q (a band starting on an odd query) stores 2-byte halves.
-template <class T, int BM>
-__device__ __forceinline__ void store_ds(const Bwd<T>& a, const uint32_t (&da)[BM / 16][4], int64_t row0,
-                                         int64_t key, int64_t klast, int64_t q) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (key + 8 * r > klast) continue;
-    T* row = a.ds + (row0 + key + 8 * r) * a.ds_pitch + q;
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int j = 16 * kk + 8 * h;
-        const uint32_t v = da[kk][2 * h + r];
-        if (q + j >= a.seqlen_q) continue;
-        if (!(q & 1)) {  // the pair's second query past seqlen_q lands in the pitch's padding
-          *reinterpret_cast<uint32_t*>(row + j) = v;
-        } else {
-          reinterpret_cast<uint16_t*>(row)[j] = uint16_t(v);
-          if (q + j + 1 < a.seqlen_q) reinterpret_cast<uint16_t*>(row)[j + 1] = uint16_t(v >> 16);
-        }
-      }
-  }
 }
 
 // dQ = scale dQ out of consumer c's warp's fragments (rows g, g + 8 of its
@@ -1609,8 +1584,8 @@ attention_dq_ds_kernel(const __grid_constant__ CUtensorMap tds, const __grid_con
         if (t >= kDsStages) mbar_wait(&empty[s], (t / kDsStages - 1) & 1);
         mbar_expect_bytes(&full[s], 3 * BN * 64 * sizeof(T));
         T* st = ring + 3 * s * BN * 64;
-        tma_load_4d(st, &tds, int(m0), n0, int(h), int(b), &full[s]);
-        tma_load_4d(st + BN * 64, &tds, int(m0 + 64), n0, int(h), int(b), &full[s]);
+        tma_load_3d(st, &tds, int(m0), n0, int(bh), &full[s]);
+        tma_load_3d(st + BN * 64, &tds, int(m0 + 64), n0, int(bh), &full[s]);
         tma_load_4d(st + 2 * BN * 64, &tk, 0, n0, int(hk), int(b), &full[s]);
       }
     return;
@@ -1810,7 +1785,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                            const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
-                           const Bwd<T> a, int64_t k_tiles) {
+                           const __grid_constant__ CUtensorMap tds, const Bwd<T> a, int64_t k_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = kBwdRows, BM = kBwdTile, kBoxes = D / 64;
   extern __shared__ unsigned char smem_raw[];
@@ -1818,6 +1793,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   T* sv = sk + BN * D;            // V, the same; at the end dV
   T* sqg = sv + BN * D;           // stage s: Q at sqg + 2 s BM D, dO right after
   float* sl = reinterpret_cast<float*>(sqg + 2 * kStages * BM * D);  // stage s: lse log2(e) at sl + 2 s BM, delta after
+  T* sds = reinterpret_cast<T*>(sl + 2 * kStages * BM);  // the dS path's boxes, 2 a consumer (1 KiB-aligned at D = 64)
   __shared__ __align__(8) uint64_t kv_full, full[kStages], empty[kStages], tail_full;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -1827,8 +1803,12 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   if (n0 >= seq.len_k) return;  // past this (varlen) sequence's keys
   const int64_t klast = min(n0 + BN, seq.len_k) - 1;
   const AttentionMask& mask = seq.mask;
-  // q_lo and q_hi are monotone in j: the block's queries are [q_lo(n0), q_hi(klast)), per query head
-  const int64_t qb_lo = mask.q_lo(n0), qb_hi = mask.q_hi(klast);
+  // q_lo and q_hi are monotone in j: the block's queries are [q_lo(n0), q_hi(klast)), per query head.
+  // The tiles start on a multiple of 8 queries: the dS path's TMA store of a
+  // box must start on 16 bytes (an odd start: "illegal instruction", H200),
+  // and a packed (varlen) sequence tiles as it does alone, for the same bits.
+  // The up to 7 rows added in front are outside the band, masked like any.
+  const int64_t qb_lo = mask.q_lo(n0) / 8 * 8, qb_hi = mask.q_hi(klast);
   // Query tiles per head (32-bit: seqlen_q < 2^31, the blocker's rule); the
   // ring walks tiles = group x q_tiles of them, head by head.
   const int q_tiles = qb_lo < qb_hi ? int((qb_hi - qb_lo + BM - 1) / BM) : 0;
@@ -1932,8 +1912,8 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   const T* k_rows = sk + 64 * c * 64;  // this consumer's keys of box 0
   const T* v_rows = sv + 64 * c * 64;
   // the producer's walk: stage s, its use's parity, the tile's query head
-  // (of the group) and first query m0 (relative)
-  int s = 0, phase = 0, qt = 0, hq = 0;
+  // (of the group) and first query m0 (relative); u: dS^T boxes stored
+  int s = 0, phase = 0, qt = 0, hq = 0, u = 0;
   const Turns turn{c, tiles > 0, D <= 64};  // S^T and dP^T in turns (D = 64)
   turn.start();
   for (int64_t t = 0; t < tiles; ++t) {
@@ -1971,8 +1951,23 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) p_fragment<T, BM>(pa[kk], st, kk), p_fragment<T, BM>(da[kk], dpt, kk);
       if constexpr (D <= 64)
-        if (a.ds) store_ds<T, BM>(a, da, (b * a.heads_q + hk * a.group + hq) * a.seqlen_k, wk + g, klast,
-                           qb_lo + m0 + 2 * qd);
+        if (a.ds) {  // dS^T out: this warp's 16 keys into box u % 2 (stmatrix, TMA's swizzle), then one TMA store
+          T* box = sds + (2 * c + (u & 1)) * 64 * 64;
+          const uint32_t at0 = smem_addr(box) + (16 * warp + lane % 8 + 8 * (lane / 8 % 2)) * 128 +
+                               (((lane / 16) ^ (lane % 8)) << 4);
+#pragma unroll
+          for (int kk = 0; kk < BM / 16; ++kk) stsm_x4(at0 ^ uint32_t(2 * kk << 4), da[kk]);
+          fence_async_shared();
+          // the box's previous store (two tiles ago) finished reading it before
+          // the last tile's barrier; this one's waits for the last tile's store
+          if (tid == 0) bulk_wait_read<0>();
+          asm volatile("bar.sync %0, 128;\n" ::"r"(3 + c) : "memory");
+          if (tid == 0) {
+            tma_store_3d(&tds, box, int(qb_lo + m0), int(c0), int(b * a.heads_q + hk * a.group + hq));
+            bulk_commit();
+          }
+          ++u;
+        }
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dv));
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dk));
       wgmma_fence();
@@ -1994,6 +1989,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
     if (++s == kStages) s = 0, phase ^= 1;
   }
   turn.finish();
+  if (tid == 0 && u > 0) bulk_wait_all();  // the dS^T stores, before the block's shared memory goes
 
   // dK = scale dK, dV through this warp's own 16 rows of the K and V tiles,
   // then 16-byte stores.
@@ -2040,7 +2036,7 @@ const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
 // rows, K and V of kBwdTile; dkv the reverse.
 struct BwdMaps {
   CUtensorMap q_rows, g_rows, k_rows, v_rows, q_tile, g_tile, k_tile, v_tile;
-  CUtensorMap ds;  // the dS path's dS^T [batch][heads_q][seqlen_k][ds_pitch] in [64 keys][64 queries] boxes
+  CUtensorMap ds;  // the dS path's dS^T [batch heads_q][seqlen_k][ds_pitch] in [64 keys][64 queries] boxes
 };
 
 // false when TMA cannot describe one (AUTO then runs mma). Both sides have rows
@@ -2065,8 +2061,8 @@ bool bwd_maps(BwdMaps* m, const Bwd<T>& a) {
 template <class T>
 bool ds_map(CUtensorMap* map, const Bwd<T>& a) {
   const int64_t pitch = a.ds_pitch;
-  return tma_map<T, 4>(map, a.ds, {pitch, a.seqlen_k, a.heads_q, a.batch},
-                       {pitch, a.seqlen_k * pitch, a.heads_q * a.seqlen_k * pitch}, {64, kBwdTile, 1, 1});
+  return tma_map<T, 3>(map, a.ds, {pitch, a.seqlen_k, a.batch * a.heads_q}, {pitch, a.seqlen_k * pitch},
+                       {64, kBwdTile, 1});
 }
 
 // dq, then dkv (delta is in the workspace already); on the dS path (a.ds),
@@ -2086,8 +2082,8 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cud
       auto dq = attention_dq_ds_kernel<T>;
       static std::atomic<uint64_t> dq_set{0};
       TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqDsSmem, dq_set));
-      dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, a,
-                                                                     k_tiles);
+      dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, m.ds,
+                                                                     a, k_tiles);
       TC_RETURN_IF_ERROR(check_launch(op));
       dq<<<unsigned(dq_blocks), kThreads3, kDqDsSmem, stream>>>(m.ds, m.k_tile, a, q_tiles);
       return check_launch(op);
@@ -2098,7 +2094,8 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cud
   TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqSmem<D>, dq_set));
   dq<<<unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream>>>(m.q_rows, m.g_rows, m.k_tile, m.v_tile, a, q_tiles);
   TC_RETURN_IF_ERROR(check_launch(op));
-  dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, a, k_tiles);
+  dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, m.ds, a,
+                                                                 k_tiles);
   return check_launch(op);
 }
 }  // namespace fa3
@@ -2540,7 +2537,7 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
     // when both sides have rows; head_dim above 128, or no query or no key row
     // (only zeros to write), runs MMA under WGMMA too. Decided (and WGMMA
     // refused) before anything is launched.
-    fa3::BwdMaps maps;
+    fa3::BwdMaps maps{};
     bool wgmma = false;
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       const bool packed_rows = !p->cu_seqlens_q || (p->total_q > 0 && p->total_k > 0);
