@@ -1,13 +1,15 @@
 """Where a tinycuda GPT training step spends its GPU time, and which of its
 kernels are not tinycuda's.
 
-    python scripts/gpt_profile.py --preset gpt2 --batch-size 16 [--json out.json]
+    python scripts/gpt_profile.py --preset gpt2 --batch-size 16 [--json out.json] [--backend compile]
 
 Runs warm-up steps, then one step (forward, backward, clipping, AdamW) under
 torch.profiler. A kernel is someone else's when its name is torch's, Triton's
 or a library's (tinycuda.gpt.kernel_owners); each such kernel is listed with
 the innermost op that launched it. Memcpy and memset are reported apart. Then
-the step's kernels by total time, whoever's.
+the step's kernels by total time, whoever's. --backend torch or compile
+profiles gpt train's other backends the same way (every kernel foreign), to
+see where a step's time differs.
 """
 import argparse
 import json
@@ -27,18 +29,20 @@ def main():
     p.add_argument("--json")
     p.add_argument("--device", default="cuda", help="cpu: the same step and op table, no kernels (a dry run)")
     p.add_argument("--master-weights", action="store_true", help="bf16 parameters, float32 masters (gpt train's)")
+    p.add_argument("--backend", default="tinycuda", choices=["tinycuda", "torch", "compile"])
     a = p.parse_args()
     args = argparse.Namespace(preset=a.preset, n_layer=None, n_head=None, n_embd=None, context=None, lr=6e-4,
                               weight_decay=0.1, warmup=10, steps=100, grad_clip=1.0, master_weights=a.master_weights)
     cfg = gpt.config_from(args)
-    model = gpt.build(cfg, "tinycuda", a.device, 0, a.master_weights)
-    opt = gpt._optimizer(model, args, "tinycuda")
+    model = gpt.build(cfg, a.backend, a.device, 0, a.master_weights)
+    opt = gpt._optimizer(model, args, a.backend)
+    forward = torch.compile(model) if a.backend == "compile" else model
     batches = gpt.Batches(gpt.load_text(), a.batch_size, cfg.context, 0)
 
     def step(i):
         x, y = (torch.from_numpy(t).to(a.device) for t in batches.training(i))
         with torch.autocast(a.device, torch.bfloat16, enabled=a.device == "cuda"):
-            loss = model(x, y)
+            loss = forward(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gpt.clip(model, opt, args)
