@@ -150,7 +150,7 @@
 //  T, stmatrix into a swizzled box, a TMA store a tile), and dq becomes one
 //  product, dQ = dS K (attention_dq_ds_kernel), run after dkv: 5 products
 //  instead of 7, like FA2's, without its atomics. GPT-2's step: dkv 3.20 ->
-//  3.52 ms, dq 2.56 -> 1.04 (backward 5.76 -> 4.56 ms). dS^T through 4-byte
+//  3.58 ms, dq 2.56 -> 1.04 (backward 5.76 -> 4.62 ms). dS^T through 4-byte
 //  global stores from the fragments instead cost dkv 1.2 ms (4.42): the
 //  consumers stalled on them; the TMA store leaves them to the copy engine.
 //
