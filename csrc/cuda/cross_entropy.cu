@@ -6,7 +6,10 @@
 //
 // Forward, WIDTH threads per row (8 or 16 threads for rows that fit their
 // loads in flight, 256 bf16 or 128 fp32 in 8; a warp up to 1024 classes, 8
-// rows a block; 256 threads up to 8192; 1024 threads above):
+// rows a block; 256 threads up to 65536; 1024 threads above. At GPT-2's
+// 50,304 classes, 1024-row chunks (H200): 256 threads, 2 rows an SM, 73.0 us;
+// 1024 threads, one row an SM (64 registers), 90.9 us: a row costs ~11 us of
+// latency whatever its length, so rows in flight count, not threads a row):
 //   pass 1  reads the row once with 16-byte loads, 4 in flight per thread,
 //           into a per-thread online (max, sum exp(x - max), sum x); the
 //           threads merge through shuffles and shared memory;
@@ -28,7 +31,7 @@
 // and backward; another grad_loss reruns both passes over the rows: 4 N V s,
 // rounded once (cross_entropy.h). The second read of a row must come
 // from L2, so the grid is persistent with as many rows in flight as fit in
-// half the L2, and at least one per SM (132 x 256.5 KB = 34 MB of H100's
+// 3/4 of the L2, and at least one per SM (132 x 256.5 KB = 34 MB of H100's
 // 50 MB); pass 2 walks the row back to front, so the most recently loaded
 // lines are read first, with streaming (evict-first) loads and stores that do
 // not push out the rows other SMs are still in pass 1 of. Expected: 2.6-2.8
@@ -63,8 +66,12 @@ namespace {
 
 // 16-byte loads in flight per thread: 4 in pass 1 (DRAM: 64 KB per SM with
 // 1024 threads), 2 in pass 2 (mostly L2 hits; 4 there took the bf16 kernel
-// past 64 registers and into spills).
+// past 64 registers and into spills). 16-bit rows 256 threads wide keep
+// twice that in flight (8 and 4: 110 registers, 2 rows an SM): at 1024 x
+// 50,304 bf16 on the H200, 73.0 us against 78.7 with 4 and 2 (80 registers,
+// 3 rows an SM). (double rows spill 104-136 bytes with 8 and 4.)
 constexpr int kUnroll = 4, kUnroll2 = 2;
+template <class T, int WIDTH> constexpr int kWide = WIDTH == 256 && sizeof(T) == 2 ? 2 : 1;
 
 // ---------------------------------------------------------------------------
 // per-thread statistics
@@ -304,6 +311,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
                   int grad_in_place) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
+  constexpr int kU = kUnroll * kWide<T, WIDTH>, kU2 = kUnroll2 * kWide<T, WIDTH>;
   __shared__ RowStats<A> scratch[32];
   const int lane = threadIdx.x % WIDTH;
   A scale, scale_z = A(1), wsum = A(0);
@@ -381,13 +389,13 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
         if (lane < head) accumulate<1>({capped<CAP>(A(to_acc(x[lane])), cap)}, m, s, sum_x);
         if (lane < cols - tail) accumulate<1>({capped<CAP>(A(to_acc(x[tail + lane])), cap)}, m, s, sum_x);
       }
-      for (int i = lane; i < nvec; i += WIDTH * kUnroll) {
-        Chunk<T, VEC> v[kUnroll];
+      for (int i = lane; i < nvec; i += WIDTH * kU) {
+        Chunk<T, VEC> v[kU];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < kU; ++u)
           if (i + u * WIDTH < nvec) v[u].load(xv + (i + u * WIDTH) * VEC);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < kU; ++u) {
           if (i + u * WIDTH >= nvec) break;
           A a[VEC];
           v[u].unpack(a);
@@ -430,7 +438,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
       if (zs > A(0)) z = zs * lse * lse;  // (0 * inf would be NaN)
       loss += z;
 
-      // pass 2: the gradient, groups of WIDTH * kUnroll2 vectors, last first:
+      // pass 2: the gradient, groups of WIDTH * kU2 vectors, last first:
       // g = p * (scale / s) - scale * eps / V, and - scale * (1 - eps) at t
       // (z-loss: p times 1 + 2 zs lse; softcap: all times 1 - tanh^2).
       // Weighted: p (((1-eps) w_t + eps/V Wsum) scale + 2 zs lse scale_z) - (1-eps) w_t scale at t
@@ -460,15 +468,15 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
             return (exp_shift(xc - m) * p_scale + bias - (c == t ? at_target : A(0))) * cap_slope<CAP>(xc, cap);
           }
         };
-        constexpr int kStep = WIDTH * kUnroll2;
+        constexpr int kStep = WIDTH * kU2;
         for (int base = (nvec + kStep - 1) / kStep * kStep - kStep; base >= 0; base -= kStep) {
           const int i = base + lane;
-          Chunk<T, VEC> v[kUnroll2];
+          Chunk<T, VEC> v[kU2];
 #pragma unroll
-          for (int u = 0; u < kUnroll2; ++u)
+          for (int u = 0; u < kU2; ++u)
             if (i + u * WIDTH < nvec) v[u].load_cs(xv + (i + u * WIDTH) * VEC);
 #pragma unroll
-          for (int u = 0; u < kUnroll2; ++u) {
+          for (int u = 0; u < kU2; ++u) {
             if (i + u * WIDTH >= nvec) break;
             const int c0 = head + (i + u * WIDTH) * VEC;
             A a[VEC];
@@ -636,14 +644,14 @@ ce_backward_kernel(T* __restrict__ grad, const T* __restrict__ scale, int64_t ro
 // launch helpers
 
 // A persistent grid: per SM as many blocks as can be resident, but no more
-// rows in flight than fit in half the L2 (pass 2 re-reads them), never fewer
+// rows in flight than fit in 3/4 of the L2 (pass 2 re-reads them), never fewer
 // than one block per SM.
 template <class Kernel>
 tc_status persistent_grid(const char* op, Kernel kernel, int threads, int64_t blocks,
                           int64_t bytes_per_block, unsigned* grid) {
   DeviceFit dev;
   TC_RETURN_IF_ERROR(device_fit(op, kernel, threads, &dev));
-  const int64_t fit = int64_t(dev.l2_bytes) / 2 / (int64_t(dev.sms) * bytes_per_block);
+  const int64_t fit = int64_t(dev.l2_bytes) * 3 / 4 / (int64_t(dev.sms) * bytes_per_block);
   const int64_t per_sm = fit < 1 ? 1 : (fit < dev.blocks_per_sm ? fit : dev.blocks_per_sm);
   const int64_t g = blocks < dev.sms * per_sm ? blocks : dev.sms * per_sm;
   *grid = unsigned(g < 1 ? 1 : g);
@@ -742,7 +750,7 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
       if (cols <= 8 * kRowInFlight) return launch(std::integral_constant<int, 8>{}, vec);
       if (cols <= 16 * kRowInFlight) return launch(std::integral_constant<int, 16>{}, vec);
       if (cols <= 1024) return launch(std::integral_constant<int, 32>{}, vec);
-      if (cols <= 8192) return launch(std::integral_constant<int, 256>{}, vec);
+      if (cols <= 65536) return launch(std::integral_constant<int, 256>{}, vec);
       return launch(std::integral_constant<int, 1024>{}, vec);
     };
     if (rows > 0) {
