@@ -40,7 +40,7 @@ def main():
     batches = gpt.Batches(gpt.load_text(), a.batch_size, cfg.context, 0)
 
     def step(i):
-        x, y = (torch.from_numpy(t).to(a.device) for t in batches.training(i))
+        x, y = gpt.to_device(a.device, batches.training(i))
         with torch.autocast(a.device, torch.bfloat16, enabled=a.device == "cuda"):
             loss = forward(x, y)
         opt.zero_grad(set_to_none=True)

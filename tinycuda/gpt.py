@@ -128,11 +128,24 @@ class Batches:
         offsets = np.random.default_rng(seed).integers(0, len(data) - self.context - 1, world * self.batch)
         w = np.stack([data[o:o + self.context + 1] for o in offsets[rank * self.batch:(rank + 1) * self.batch]])
         w = w.astype(np.int64)
-        return w[:, :-1], w[:, 1:]
+        # contiguous copies: torch copies a strided array to the GPU through a
+        # contiguous pageable temporary, whose copy waits for the stream's
+        # queued work (to_device)
+        return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])
 
 
 # ---------------------------------------------------------------------------
 # training
+
+def to_device(device, pair):
+    """A batch's (inputs, targets), NumPy arrays, as tensors on device: on CUDA from pinned memory,
+    asynchronously. A copy from pageable memory waits for the stream's queued work first (the CUDA
+    runtime's staging), which would drain the queue at every step's start."""
+    import torch
+    if device != "cuda":
+        return [torch.from_numpy(t) for t in pair]
+    return [torch.from_numpy(t).pin_memory().to(device, non_blocking=True) for t in pair]
+
 
 def config_from(args):
     from .nn.gpt import PRESETS
@@ -355,21 +368,13 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     batches = Batches(text, args.batch_size, cfg.context, args.seed)
     amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
 
-    def on_device(pair):  # a batch's (inputs, targets), drawn as NumPy arrays
-        if device != "cuda":
-            return [torch.from_numpy(t) for t in pair]
-        # from pinned memory, asynchronously: a copy from pageable memory may wait
-        # for the stream's queued work first (the CUDA runtime's staging), which
-        # would drain the queue at every step's start
-        return [torch.from_numpy(t).pin_memory().to(device, non_blocking=True) for t in pair]
-
     def loss_of(x, y):
         with amp:
             return forward(x, y).float()
 
     def validate():
         with torch.no_grad():
-            total = sum(loss_of(*on_device(batches.validation(i, dist.rank, dist.world)))
+            total = sum(loss_of(*to_device(device, batches.validation(i, dist.rank, dist.world)))
                         for i in range(args.eval_batches))
             return dist.mean(total / args.eval_batches)
 
@@ -377,7 +382,7 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     if args.cuda_graph and backend != "compile":  # compile: its own mode="reduce-overhead"
         if device != "cuda" or dist.world > 1:
             raise SystemExit("gpt: --cuda-graph needs CUDA and one process (DDP's all-reduce hooks are not captured)")
-        graphed = GraphedStep(model, *on_device(batches.training(step0)))
+        graphed = GraphedStep(model, *to_device(device, batches.training(step0)))
     per_token = flops_per_token(model)
     peak = _peak_flops(device)
     tokens = dist.world * args.batch_size * cfg.context  # a step's, every rank's
@@ -391,7 +396,7 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     # idles between steps. A read right away (float(loss)) left it idle for the
     # host's batch and first launches each step: GPT-2 124M on the H200,
     # torch.compile 444,797 -> 460,060 tokens/s, tinycuda --master-weights
-    # 413,802 -> 442,584 (and with the batch from pinned memory, on_device:
+    # 413,802 -> 442,584 (and with the batch from pinned memory, to_device:
     # 482,297 and 473,779).
     # A step's seconds are from the previous step's end to its own, as the
     # host sees them: the queue's throughput.
@@ -425,7 +430,7 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     for step in range(step0, args.steps):
         for group in opt.param_groups:
             group["lr"] = _lr(step, schedule)
-        x, y = on_device(batches.training(step, dist.rank, dist.world))
+        x, y = to_device(device, batches.training(step, dist.rank, dist.world))
         if graphed:
             loss = graphed(x, y)
         else:
