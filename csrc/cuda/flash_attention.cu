@@ -934,6 +934,32 @@ __global__ void __launch_bounds__(kDkvThreads<D>, 1) attention_dkv_mma_kernel(co
   }
 }
 
+// dQ = scale dQ out of a warp's fragments (rows g, g + 8 of its 16 from
+// wrow, columns 8nt + 2qd, + 1): through the warp's own 16 rows of a shared
+// tile that nothing else reads any more, its row r's column col at
+// elem(r, col) (the MMA kernel's padded rows, the wgmma kernels' swizzled
+// boxes), then 16-byte stores of the rows up to `last` (q0: the sequence's
+// first row in grad_q).
+template <class T, int D, class Elem>
+__device__ __forceinline__ void store_dq(const float (&acc)[D / 8][4], Elem elem, const Bwd<T>& a, int64_t b,
+                                         int64_t h, int64_t q0, int64_t wrow, int64_t last, int lane) {
+  const int g = lane / 4, qd = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(elem(g + 8 * r, nt * 8 + 2 * qd)) =
+          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (D / 8); i += 32) {
+    const int r = i / (D / 8), col = i % (D / 8) * 8;
+    if (wrow + r <= last && col < a.head_dim)
+      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, q0 + wrow + r, h) + col) =
+          *reinterpret_cast<const uint4*>(elem(r, col));
+  }
+}
+
 // dQ for query rows [m0, m0 + 64) of (b, h): the forward's shape, K and V
 // tiles through the same cp.async pipeline.
 template <class T, int D>
@@ -1047,23 +1073,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dq_mma_kernel(const Bwd
   }
   cp_async_wait<0>();
 
-  // dQ = scale dQ, through this warp's own rows of the Q tile
+  // through this warp's own rows of the Q tile, once every lane's ldmatrix of them is done
+  __syncwarp();
   T* so = sq + warp * 16 * P;
-  __syncwarp();
-#pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<uint32_t*>(so + (g + 8 * r) * P + nt * 8 + 2 * qd) =
-          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
-  __syncwarp();
-#pragma unroll
-  for (int c = lane; c < 16 * kChunks; c += 32) {
-    const int r = c / kChunks, col = c % kChunks * 8;
-    if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, seq.q0 + wrow + r, h) + col) =
-          *reinterpret_cast<const uint4*>(so + r * P + col);
-  }
+  store_dq<T, D>(acc, [so](int r, int col) { return so + r * P + col; }, a, b, h, seq.q0, wrow, last, lane);
 }
 
 // Why the MMA backward cannot run this problem, or nullptr when it can.
@@ -1507,34 +1520,15 @@ template <int D>
 constexpr size_t kDkvSmem = kDqSmem<D> + size_t(2 * kStages * kBwdTile) * sizeof(float) +
                             (D == 64 ? size_t(4) * 64 * 64 * 2 : 0);
 
+// store_dq's elements in a [kBwdRows][D] swizzled tile, for the warp whose 16 rows start at row rw
+template <class T>
+__device__ __forceinline__ auto in_box(T* tile, int rw) {
+  return [tile, rw](int r, int col) { return tile + swizzled<kBwdRows>(rw + r, col); };
+}
+
 template <class T>
 __device__ __forceinline__ T* align_1k(unsigned char* p) {
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
-}
-
-// dQ = scale dQ out of consumer c's warp's fragments (rows g, g + 8 of its
-// 16 from wrow, columns 8nt + 2qd, + 1): through the warp's own 16 rows of a
-// [kBwdRows][D] swizzled tile that nothing else reads any more, then 16-byte
-// stores of the rows up to `last` (q0: the sequence's first row in grad_q).
-template <class T, int D>
-__device__ __forceinline__ void store_dq(const float (&acc)[D / 8][4], T* tile, const Bwd<T>& a, int64_t b,
-                                         int64_t h, int64_t q0, int64_t wrow, int64_t last, int c, int warp,
-                                         int lane) {
-  const int rw = 64 * c + 16 * warp, g = lane / 4, qd = lane % 4;
-#pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<uint32_t*>(tile + swizzled<kBwdRows>(rw + g + 8 * r, nt * 8 + 2 * qd)) =
-          pack2<T>(acc[nt][2 * r] * a.scale, acc[nt][2 * r + 1] * a.scale);
-  __syncwarp();
-#pragma unroll
-  for (int i = lane; i < 16 * (D / 8); i += 32) {
-    const int r = i / (D / 8), col = i % (D / 8) * 8;
-    if (wrow + r <= last && col < a.head_dim)
-      *reinterpret_cast<uint4*>(at(a.gq, a.gqs, b, q0 + wrow + r, h) + col) =
-          *reinterpret_cast<const uint4*>(tile + swizzled<kBwdRows>(rw + r, col));
-  }
 }
 
 // dq on the dS path: dQ = scale dS K, dS^T as dkv stored it. A block per (b,
@@ -1643,7 +1637,7 @@ attention_dq_ds_kernel(const __grid_constant__ CUtensorMap tds, const __grid_con
     if (lane == 0) mbar_arrive(&empty[s]);
   }
 
-  store_dq<T, D>(acc, sout, a, b, h, seq.q0, wrow, last, c, warp, lane);
+  store_dq<T, D>(acc, in_box(sout, 64 * c + 16 * warp), a, b, h, seq.q0, wrow, last, lane);
 #endif
 }
 
@@ -1777,7 +1771,7 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
   turn.finish();
 
   // through the Q tile: its consumer's reads of the warp's rows ended with its last wgmma
-  store_dq<T, D>(acc, sq, a, b, h, seq.q0, wrow, last, c, warp, lane);
+  store_dq<T, D>(acc, in_box(sq, 64 * c + 16 * warp), a, b, h, seq.q0, wrow, last, lane);
 #endif
 }
 
