@@ -396,8 +396,9 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     # idles between steps. A read right away (float(loss)) left it idle for the
     # host's batch and first launches each step: GPT-2 124M on the H200,
     # torch.compile 444,797 -> 460,060 tokens/s, tinycuda --master-weights
-    # 413,802 -> 442,584 (and with the batch from pinned memory, to_device:
-    # 482,297 and 473,779).
+    # 413,802 -> 442,584 (and with the batch copied by to_device: 482,297 and
+    # 473,779; a strided batch still went through a pageable temporary then:
+    # Batches._draw).
     # A step's seconds are from the previous step's end to its own, as the
     # host sees them: the queue's throughput.
     def queue_read(loss):

@@ -10,7 +10,8 @@
 // 50,304 classes, 1024-row chunks (H200): 256 threads, 2 rows an SM, 73.0 us;
 // 1024 threads, one row an SM (64 registers), 90.9 us: a row costs ~11 us of
 // latency whatever its length, so rows in flight count, not threads a row):
-//   pass 1  reads the row once with 16-byte loads, 4 in flight per thread,
+//   pass 1  reads the row once with 16-byte loads, 4 in flight per thread
+//           (8 in 16-bit rows 256 threads wide: kWide below),
 //           into a per-thread online (max, sum exp(x - max), sum x); the
 //           threads merge through shuffles and shared memory;
 //   pass 2  (only when the gradient is asked for) reads the row again, back
