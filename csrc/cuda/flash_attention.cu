@@ -1947,15 +1947,14 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
       if constexpr (D <= 64)
         if (a.ds) {  // dS^T out: this warp's 16 keys into box u % 2 (stmatrix, TMA's swizzle), then one TMA store
           T* box = sds + (2 * c + (u & 1)) * 64 * 64;
-          const uint32_t at0 = smem_addr(box) + (16 * warp + lane % 8 + 8 * (lane / 8 % 2)) * 128 +
-                               (((lane / 16) ^ (lane % 8)) << 4);
+          const uint32_t at0 = swizzled_x4_base(box, warp, lane);
 #pragma unroll
           for (int kk = 0; kk < BM / 16; ++kk) stsm_x4(at0 ^ uint32_t(2 * kk << 4), da[kk]);
           fence_async_shared();
           // the box's previous store (two tiles ago) finished reading it before
           // the last tile's barrier; this one's waits for the last tile's store
           if (tid == 0) bulk_wait_read<0>();
-          asm volatile("bar.sync %0, 128;\n" ::"r"(3 + c) : "memory");
+          named_barrier(3 + c, 128);
           if (tid == 0) {
             tma_store_3d(&tds, box, int(qb_lo + m0), int(c0), int(b * a.heads_q + hk * a.group + hq));
             bulk_commit();

@@ -851,15 +851,10 @@ __device__ __forceinline__ void store_tma(const float (&d)[128], C* boxes, const
       claim();
     }
     if constexpr (!kF) {
-      // 16 columns (8-column groups j, j + 1) at a time by one stmatrix.x4:
-      // matrix i is group j + i / 2's rows g + 8 (i % 2) of the warp's 16, so
-      // lane l gives the address of row l % 8 + 8 (l / 8 % 2) at chunk
-      // (jj + l / 16) ^ (l % 8), which is the lane's base below XOR jj's
-      // chunk bits (jj even; x's rows start on 128 bytes). The old C of a
-      // 16-bit C += P comes back through ldmatrix in the same layout.
-      const int lane = tid % 32;
-      const uint32_t base = smem_addr(x) + (16 * w + lane % 8 + 8 * (lane / 8 % 2)) * 128 +
-                            (((lane / 16) ^ (lane % 8)) << 4);
+      // 16 columns (8-column groups j, j + 1) at a time by one stmatrix.x4
+      // (swizzled_x4_base). The old C of a 16-bit C += P comes back through
+      // ldmatrix in the same layout.
+      const uint32_t base = swizzled_x4_base(x, w, tid % 32);
 #pragma unroll
       for (int jj = 0; jj < kW / 8; jj += 2) {
         const int j = box * (kW / 8) + jj;

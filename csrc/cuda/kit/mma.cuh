@@ -65,6 +65,16 @@ __device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
                : "memory");
 }
 
+// A 64-row x 128-byte box of 16-bit elements in TMA's 128-byte swizzle
+// (16-byte chunk x of row r at x ^ (r % 8); the box on 1 KiB): the address
+// lane `lane` of warp `warp` gives stsm_x4 / ldsm_x4 for 16 columns of the
+// warp's 16 rows, the columns' 8-column groups j, j + 1 as matrices (rows
+// g, g + 8 each). Lane l addresses row l % 8 + 8 (l / 8 % 2) at chunk
+// (jj + l / 16) ^ (l % 8): this base XOR (jj << 4) for an even chunk jj.
+__device__ __forceinline__ uint32_t swizzled_x4_base(const void* box, int warp, int lane) {
+  return smem_addr(box) + (16 * warp + lane % 8 + 8 * (lane / 8 % 2)) * 128 + (((lane / 16) ^ (lane % 8)) << 4);
+}
+
 // Two floats as one register of two T, the lower column in the low half (the
 // order of mma's operand fragments), and back.
 template <class T>
