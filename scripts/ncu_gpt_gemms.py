@@ -38,10 +38,13 @@ cases = {
     "qkv_grad_w": lambda: ops.matmul(g_qkv.t(), x),
     "qkv_grad_w_cublas": lambda: g_qkv.t() @ x,
     "proj_grad_w": lambda: ops.matmul(x4.t()[:C], x),
+    "mlp_proj_grad_w": lambda: ops.matmul(x.t(), x4),
+    "mlp_proj_grad_w_cublas": lambda: x.t() @ x4,
 }
 # (M, N, K) of each case's product, for --time's TFLOP/s
 mnk = {"fc": (T, 4 * C, C), "qkv": (T, 3 * C, C), "fc_grad_x": (T, C, 4 * C), "fc_grad_w": (4 * C, C, T),
-       "qkv_grad_w": (3 * C, C, T), "proj_grad_w": (C, C, T)}
+       "qkv_grad_w": (3 * C, C, T), "proj_grad_w": (C, C, T),
+       "mlp_proj_grad_w": (C, 4 * C, T)}
 timing = "--time" in sys.argv
 which = [a for a in sys.argv[1:] if a != "--time"] or list(cases)
 for name in which:

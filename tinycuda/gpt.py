@@ -22,12 +22,15 @@ saves; tokens/s counts every rank's tokens, MFU is per GPU.
 
 Tokens are bytes (ids 0-255): no tokenizer to download, any UTF-8 file works
 (--data). On CUDA the forward runs under torch.autocast (bfloat16), the
-parameters and the optimizer stay float32; on the CPU everything is float32.
+parameters and the optimizer stay float32 (with --master-weights the model is
+held in bfloat16 and runs without autocast, the optimizer keeping float32
+copies); on the CPU everything is float32.
 AdamW (betas 0.9, 0.95; weight decay on the matrices only; tinycuda.optim's
 multi-tensor kernel with the clipping inside its pass on the tinycuda
 backend, torch.optim's after clip_grad_norm_ on the others), linear warm-up
 then cosine decay to a tenth, gradient-norm clipping at 1.
 """
+import contextlib
 import dataclasses
 import json
 import lzma
@@ -71,7 +74,7 @@ def add_arguments(p):
     t.add_argument("--cuda-graph", action="store_true", help="capture a step's forward and backward once in a CUDA "
                    "graph and replay it (one GPU; the tinycuda and torch backends): no per-kernel launch cost")
     t.add_argument("--master-weights", action="store_true", help="tinycuda backend: bfloat16 parameters, float32 "
-                   "master weights and moments in the optimizer (no autocast casts a step)")
+                   "master weights and moments in the optimizer (no autocast: nothing to cast)")
     t.add_argument("--plot", metavar="PNG", help="loss curves of every backend run (needs matplotlib)")
     t.add_argument("--json", metavar="FILE", help="write the results as JSON")
     g = sub.add_parser("generate", help="sample text from a checkpoint")
@@ -366,7 +369,10 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     forward = dist.wrap(model, device)
     forward = torch.compile(forward) if backend == "compile" else forward
     batches = Batches(text, args.batch_size, cfg.context, args.seed)
-    amp = torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+    # A model held in bf16 (--master-weights) needs no autocast: every cast would be the identity, and
+    # autocast's Python hop into each tinycuda op costs host time a step (measured below, GPT step 12)
+    bf16_model = backend == "tinycuda" and args.master_weights
+    amp = (contextlib.nullcontext() if bf16_model or device != "cuda" else torch.autocast("cuda", torch.bfloat16))
 
     def loss_of(x, y):
         with amp:
