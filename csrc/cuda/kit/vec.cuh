@@ -5,7 +5,8 @@
 //
 // load_cs / store_cs are the streaming forms (evict-first): for data read or
 // written once that should not push out lines other blocks will still read
-// (cross_entropy's second pass).
+// (cross_entropy's second pass). prefetch_l2 asks L2 for a range a block will
+// read soon (the norms' backward: its next rows while it reduces these).
 #pragma once
 #include "cuda_utils.cuh"
 
@@ -32,3 +33,13 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
 // of spills (ptxas, sm_90a).
 __device__ __forceinline__ uint4 load_cs(const void* p) { return __ldcs(static_cast<const uint4*>(p)); }
 __device__ __forceinline__ void store_cs(void* p, uint4 w) { __stcs(static_cast<uint4*>(p), w); }
+
+// Asks L2 for [p, p + bytes) and returns at once: a hint, no data comes back
+// and nothing waits for it. One thread issues it for the whole range (one
+// cp.async.bulk.prefetch, sm_90); p and bytes must be multiples of 16. Before
+// sm_90 it does nothing.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
+#endif
+}
