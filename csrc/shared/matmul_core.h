@@ -103,6 +103,9 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
 // --time: stream-K took GPT-2's fc weight gradient from split-K 3's 548 to
 // 586-595 TFLOP/s, cuBLAS 680; the qkv one went from split-K 2's 581 to
 // 542-552, so the fixed cost was added, which gives it back to split-K.)
+// 132 runs: one a multiprocessor of an H100 SXM or H200. The plan needs no
+// device, so on fewer SMs the grid is smaller and its blocks take the runs
+// left over as a second wave.
 constexpr int64_t kStreamKRuns = 132;
 // A tile's fixed cost in us: the k-step sweep's intercept, 2.83 us on the
 // H200 (scripts/gemm_ksweep.py, BENCHMARKS GPT step 9; cuBLAS 1.78).
