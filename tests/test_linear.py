@@ -67,24 +67,6 @@ def test_linear_act_every_path(dtype, device, activation, m, k, n):
         torch.testing.assert_close(y_only, y, rtol=0, atol=0)
 
 
-# Stream-K (matmul_core.h) in both directions: the forward's 2100 x 1000 output over K = 8292 (the bias added
-# by the runs' sum, P into pre, GELU as a pass), and the weight gradient of x [8292, 1000], w [2100, 1000]
-# (2100 x 1000 over the 8292 rows). y, pre and the gradients as torch's.
-@requires_cuda
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("rows,k", [(2100, 8292), (8292, 1000)], ids=["forward", "grad_weight"])
-def test_linear_act_stream_k(dtype, rows, k):
-    n = 1000 if rows == 2100 else 2100
-    x = torch.randn(rows, k, device="cuda").to(dtype)
-    w = (torch.randn(n, k, device="cuda") / k**0.5).to(dtype)
-    b = torch.randn(n, device="cuda").to(dtype)
-    ours = lambda x, w, b: torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True)[0]
-    check_op(ours, lambda x, w, b: _linear_act_ref(x, w, b, "gelu_tanh"), [x, w, b])
-    y, pre = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True)
-    check_op(lambda x, w, b: pre, F.linear, [x, w, b], grad=False)
-    torch.testing.assert_close(y, _ACT_OP["gelu_tanh"](pre))
-
-
 def test_linear_act_pre_needs_an_activation():
     """With no activation P is C: the C door refuses a pre rather than leave C unwritten."""
     from tinycuda import capi

@@ -239,17 +239,11 @@ def test_matmul_split_k_plan_for_16_bit_operands():
         p.dtype, p.batch, p.M, p.N, p.K, p.algo = getattr(lib, dtype), 1, M, N, K, getattr(lib, algo)
         for name, value in fields.items():
             setattr(p, name, value)
-        size = lib.tc_matmul_workspace_size(p)
-        # stream-K: two float32 128 x 256 partial tiles for each of 132 runs
-        return "stream-K" if size == 2 * 132 * 128 * 256 * 4 else size / (4 * M * N)
+        return lib.tc_matmul_workspace_size(p) / (4 * M * N)
 
-    # GPT-2 124M's weight gradients (K = 16 x 1024 tokens): qkv, attention projection, MLP in and out; 54,
-    # 18, 72 and 72 tiles: the runs of stream-K fill 132 SMs where 3 slices left the last wave ragged (72 x 3
-    # = 1.64 waves); 54 x 2 slices fit one wave, and a run's second piece costs more than it saves
+    # GPT-2 124M's weight gradients (K = 16 x 1024 tokens): qkv, attention projection, MLP in and out
     assert [splits(*s) for s in [(2304, 768, 16384), (768, 768, 16384), (3072, 768, 16384), (768, 3072, 16384)]] \
-        == [2, 7, "stream-K", "stream-K"]
-    assert splits(2100, 1000, 8292) == "stream-K"  # test_matmul_stream_k_16_bit's
-    assert splits(2100, 1000, 8292, algo="TC_GEMM_MMA") == 0 and splits(2100, 1000, 8292, accumulate=1) == 0
+        == [2, 7, 3, 3]
     assert splits(1024, 768, 50304) == 5  # fused_linear_cross_entropy's grad_hidden, 1024-token chunks
     assert splits(256, 256, 8292, "TC_FLOAT16") == 11  # a shorter last slice (chunk 768)
     assert splits(4096, 4096, 4096) == 0 and splits(256, 256, 511) == 0  # a full grid; too little K to pay
@@ -266,18 +260,6 @@ def test_matmul_split_k_plan_for_16_bit_operands():
 @pytest.mark.parametrize("sa,sb", [((256, 8292), (8292, 256)), ((200, 4100), (4100, 72))], ids=str)
 def test_matmul_split_k_16_bit(dtype, layout, sa, sb):
     a, b = _operands(sa, sb, layout, "cuda", dtype)
-    check_op(tinycuda.matmul, torch.matmul, [a, b])
-    assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))
-
-
-# Stream-K: 17 x 4 = 68 tiles of 128 x 256, ragged in M (2100 = 16 x 128 + 52), N (1000 = 3 x 256 + 232)
-# and K (8292 = 129 x 64 + 36); 4 groups (a column of 17 tiles each), each group's 17 x 130 k-tiles cut into
-# 33 runs of 66 or 67, so runs begin and end inside tiles. Each run's float32 partial tiles, then each tile's runs summed in run order: bit-identical run to run.
-@requires_cuda
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_matmul_stream_k_16_bit(dtype, layout):
-    a, b = _operands((2100, 8292), (8292, 1000), layout, "cuda", dtype)
     check_op(tinycuda.matmul, torch.matmul, [a, b])
     assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))
 
