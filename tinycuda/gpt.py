@@ -24,7 +24,8 @@ Tokens are bytes (ids 0-255): no tokenizer to download, any UTF-8 file works
 (--data). On CUDA the forward runs under torch.autocast (bfloat16), the
 parameters and the optimizer stay float32 (with --master-weights the model is
 held in bfloat16 and runs without autocast, the optimizer keeping float32
-copies); on the CPU everything is float32.
+copies; the --cuda-graph step keeps autocast, whose casts then change
+nothing); on the CPU everything is float32.
 AdamW (betas 0.9, 0.95; weight decay on the matrices only; tinycuda.optim's
 multi-tensor kernel with the clipping inside its pass on the tinycuda
 backend, torch.optim's after clip_grad_norm_ on the others), linear warm-up
@@ -503,8 +504,9 @@ def train(args):
     backends = BACKENDS if args.backend == "all" else (args.backend,)
     console = rich.console.Console(quiet=dist.rank != 0)
     ranks = f", {dist.world} processes (DDP)" if dist.world > 1 else ""
+    amp = "bf16 autocast" + ("; tinycuda: a bf16 model, no autocast" if args.master_weights else "")
     console.print(f"gpt: {cfg}  on {device}"
-                  f"{' (' + torch.cuda.get_device_name() + ', bf16 autocast)' if device == 'cuda' else ''}{ranks}, "
+                  f"{' (' + torch.cuda.get_device_name() + ', ' + amp + ')' if device == 'cuda' else ''}{ranks}, "
                   f"{len(text):,} bytes of text, batch {args.batch_size} x {cfg.context}"
                   f"{' a rank' if dist.world > 1 else ''}, {args.steps} steps")
     logs = []
