@@ -373,7 +373,7 @@ def train_one(backend, cfg, args, text, device, dist, progress=None):
     # A model held in bf16 (--master-weights) needs no autocast: every cast would be the identity, and
     # autocast's Python hop into each tinycuda op cost GPT-2 ~5 ms of host time a step (H200: 20.2-28.7 ->
     # 15.8-22.7 ms to queue a step; BENCHMARKS, GPT step 12)
-    bf16_model = backend == "tinycuda" and args.master_weights
+    bf16_model = next(model.parameters()).dtype == torch.bfloat16  # build()'s --master-weights model
     amp = contextlib.nullcontext() if bf16_model or device != "cuda" else torch.autocast("cuda", torch.bfloat16)
 
     def loss_of(x, y):
