@@ -212,6 +212,19 @@ def assert_drop_in_module(ours, ref, x):
         torch.testing.assert_close(ours(x), ref(x))
 
 
+def launched(fn, kernel):
+    """Whether one call of fn launches a CUDA kernel whose name contains `kernel`: how a test shows that it
+    reached the path it is about (a TMA-only kernel, say, and not its fallback). Under compute-sanitizer the
+    profiler sees no kernel at all (CUPTI cannot start there): then the answer is True, since that run checks
+    memory, and the same test without the sanitizer checks the path."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    return not names or any(kernel in n for n in names)
+
+
 def run_child(code):
     """`code` run by a fresh Python with this checkout's tinycuda (a device-side assert ends its CUDA context,
     so the tests that provoke one do it in a child): the CompletedProcess, output captured."""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tinycuda
-from conftest import HAS_CUDA, assert_matches, check_op, requires_cuda
+from conftest import HAS_CUDA, assert_matches, check_op, launched, requires_cuda
 from tinycuda import variants
 
 pytestmark = pytest.mark.racecheck
@@ -239,11 +239,19 @@ def test_matmul_split_k_plan_for_16_bit_operands():
         p.dtype, p.batch, p.M, p.N, p.K, p.algo = getattr(lib, dtype), 1, M, N, K, getattr(lib, algo)
         for name, value in fields.items():
             setattr(p, name, value)
-        return lib.tc_matmul_workspace_size(p) / (4 * M * N)
+        size = lib.tc_matmul_workspace_size(p)
+        # stream-K: two float32 128 x 256 partial tiles for each of 132 runs
+        return "stream-K" if size == 2 * 132 * 128 * 256 * 4 else size / (4 * M * N)
 
-    # GPT-2 124M's weight gradients (K = 16 x 1024 tokens): qkv, attention projection, MLP in and out
+    # GPT-2 124M's weight gradients (K = 16 x 1024 tokens): qkv, attention projection, MLP in and out; 54,
+    # 18, 72 and 72 tiles: the runs of stream-K fill 132 SMs where 3 slices left the last wave ragged (72 x 3
+    # = 1.64 waves); 54 x 2 slices fit one wave, and a run's second piece costs more than it saves
     assert [splits(*s) for s in [(2304, 768, 16384), (768, 768, 16384), (3072, 768, 16384), (768, 3072, 16384)]] \
-        == [2, 7, 3, 3]
+        == [2, 7, "stream-K", "stream-K"]
+    assert splits(2104, 1000, 8296) == "stream-K"  # test_matmul_stream_k_16_bit's
+    # its transpose: 8 groups of 16 runs (the workspace has room for split-K's partials too, its fallback)
+    assert splits(1000, 2104, 8296) == 2 * 128 * 128 * 256 * 4 / (4 * 1000 * 2104)
+    assert splits(2104, 1000, 8296, algo="TC_GEMM_MMA") == 0 and splits(2104, 1000, 8296, accumulate=1) == 0
     assert splits(1024, 768, 50304) == 5  # fused_linear_cross_entropy's grad_hidden, 1024-token chunks
     assert splits(256, 256, 8292, "TC_FLOAT16") == 11  # a shorter last slice (chunk 768)
     assert splits(4096, 4096, 4096) == 0 and splits(256, 256, 511) == 0  # a full grid; too little K to pay
@@ -262,6 +270,26 @@ def test_matmul_split_k_16_bit(dtype, layout, sa, sb):
     a, b = _operands(sa, sb, layout, "cuda", dtype)
     check_op(tinycuda.matmul, torch.matmul, [a, b])
     assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))
+
+
+# Stream-K: 2104 x 8296 @ 8296 x 1000 is 17 x 4 = 68 tiles of 128 x 256, ragged in M (2104 = 16 x 128 + 56),
+# N (1000 = 3 x 256 + 232) and K (8296 = 129 x 64 + 40); 4 groups (a column of 17 tiles each), each group's
+# 17 x 130 k-tiles cut into 33 runs of 66 or 67, so runs begin and end inside tiles. Its transpose,
+# 1000 x 2104, walks 8 groups along n (a row of 9 tiles each) in 8 x 16 = 128 runs: fewer than the 132
+# slots. Each run's float32 partial tiles, then each tile's runs summed in run order: bit-identical run to
+# run. Every extent a multiple of 8, so TMA reads the operands in every layout and the wgmma kernel runs
+# (the profile shows the runs' sum). 2100 x 8292 x 1000 (odd strides: no TMA) takes split-K instead.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("sa,sb,path", [((2104, 8296), (8296, 1000), "sum_runs"),
+                                        ((1000, 8296), (8296, 2104), "sum_runs"),
+                                        ((2100, 8292), (8292, 1000), "sum_slices")], ids=str)
+def test_matmul_stream_k_16_bit(dtype, layout, sa, sb, path):
+    a, b = _operands(sa, sb, layout, "cuda", dtype)
+    check_op(tinycuda.matmul, torch.matmul, [a, b])
+    assert torch.equal(tinycuda.matmul(a, b), tinycuda.matmul(a, b))
+    assert launched(lambda: tinycuda.matmul(a, b), path + "_kernel")
 
 
 # Batched with more output tiles than blocks (3 x 6 x 9 = 162 of 128 x 256):

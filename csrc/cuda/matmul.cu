@@ -588,14 +588,19 @@ constexpr size_t kSmemBytes =
 
 // k-tile t of one operand into a stage: a k-major operand is one [rows][64 k]
 // box; an m/n-major one is rows/64 boxes of [64 k][64 i], 8 KiB apart.
-template <bool kMN, int kRows, class T>
+// hint: load with L2 policy `policy` (stream-K: l2_policy).
+template <bool kMN, int kRows, bool kHint = false, class T>
 __device__ __forceinline__ void load_tile(T* dst, const CUtensorMap* map, int t, int64_t i0, int z,
-                                          uint64_t* bar) {
+                                          uint64_t* bar, uint64_t policy = 0) {
+  auto load = [&](T* d, int x, int y) {
+    if constexpr (kHint) tma_load_3d(d, map, x, y, z, bar, policy);
+    else tma_load_3d(d, map, x, y, z, bar);
+  };
   if constexpr (kMN) {
 #pragma unroll
-    for (int h = 0; h < kRows / kBox; ++h) tma_load_3d(dst + h * kBox * BK, map, int(i0) + h * kBox, t * BK, z, bar);
+    for (int h = 0; h < kRows / kBox; ++h) load(dst + h * kBox * BK, int(i0) + h * kBox, t * BK);
   } else {
-    tma_load_3d(dst, map, t * BK, int(i0), z, bar);
+    load(dst, t * BK, int(i0));
   }
 }
 
@@ -961,11 +966,44 @@ __device__ __forceinline__ TileAt tile_at(int64_t tile, int64_t tiles_mn, int64_
   return {int(tile / tiles_mn), m0, n0};
 }
 
+// What block blockIdx.x multiplies: f(at, k-tiles, slot) for each piece.
+// Tiles: its output tiles (blockIdx.x, + gridDim.x, ...), each over all of
+// K (or kslice's slice), slot = the tile's batch. Stream-K (kSK): the runs
+// of stream_k_groups (matmul_core.h), `units` of them; run u's pieces, a
+// tile's tail and the next tile's head at most, go to partial slots 2u and
+// 2u + 1.
+template <bool kSK, class F>
+__device__ __forceinline__ void each_work(int64_t tiles, int64_t tiles_mn, int tiles_k, int kslice, int64_t units,
+                                          int64_t M, int64_t N, bool small, F&& f) {
+  if constexpr (kSK) {
+    const StreamKGroups sg = stream_k_groups(M, N);
+    const int64_t L = sg.group_tiles() * tiles_k;  // a group's k-tiles
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+      const int64_t g = u % sg.groups, j = u / sg.groups, end = (j + 1) * L / sg.per_group;
+      int slot = int(2 * u);
+      for (int64_t i = j * L / sg.per_group; i < end; ++slot) {
+        const int64_t t = i / tiles_k;
+        const int t0 = int(i - t * tiles_k), t1 = int(t0 + (end - i) < tiles_k ? t0 + (end - i) : tiles_k);
+        f(TileAt{0, (sg.walk_m ? t : g) * BM, (sg.walk_m ? g : t) * BN}, KRange{t0, t1, 0}, slot);
+        i += t1 - t0;
+      }
+    }
+  } else {
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const TileAt at = tile_at(tile, tiles_mn, M, N, small);
+      f(at, k_range(at.z, kslice, tiles_k), at.z);
+    }
+  }
+}
+
 // kTA: A is m-major (unit stride along m); kTB: B is n-major.
 // kslice > 0 splits K (matmul_core.h): `batch` counts K's slices of kslice
 // k-tiles each (the last one shorter) over one batch of A and B, and slice z
 // writes its partials at z*M*N, the way batch z would.
-template <class T, bool kTA, bool kTB>
+// kSK, stream-K (matmul_core.h): `batch` counts the runs of k-tiles
+// (each_work) over one batch of A and B, and each piece's float32 partial
+// tile goes whole to its slot of tma_c, a [2 batch][BM][BN] workspace.
+template <class T, bool kTA, bool kTB, bool kSK>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                   const __grid_constant__ CUtensorMap tma_c, const __grid_constant__ CUtensorMap tma_pre, bool tma_out,
@@ -981,7 +1019,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   T* sb = sa + kStages * kATile;
   __shared__ __align__(8) uint64_t full[kStages], empty[kStages], loaded[kConsumers][2];
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int64_t tiles_mn = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), tiles = tiles_mn * batch;
+  const int64_t tiles_mn = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), tiles = kSK ? tiles_mn : tiles_mn * batch;
   const int tiles_k = int((K + BK - 1) / BK);
   const bool small = tiles <= UINT32_MAX && M + BM <= UINT32_MAX && N + BN <= UINT32_MAX;
 
@@ -999,17 +1037,22 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     setmaxnreg_dec<40>();
     if (tid == 0) {
       uint32_t it = 0;
-      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const TileAt at = tile_at(tile, tiles_mn, M, N, small);
-        const KRange kr = k_range(at.z, kslice, tiles_k);
+      // stream-K: the groups' runs j read the larger operand's rows together, once (stream_k_groups);
+      // the other operand is read again by every tile of a group, so it should outlive the streamed one in L2
+      // (GPT-2's fc weight gradient, H200 ncu: 233.9 -> 142.3 MB read from DRAM, cuBLAS 125.9; 584 -> 600
+      // TFLOP/s by ncu_gpt_gemms.py --time on two machines whose cuBLAS took 683 and 673)
+      bool walk_m = false;
+      if constexpr (kSK) walk_m = stream_k_groups(M, N).walk_m;
+      const uint64_t pol_a = kSK ? l2_policy(walk_m) : 0, pol_b = kSK ? l2_policy(!walk_m) : 0;
+      each_work<kSK>(tiles, tiles_mn, tiles_k, kslice, batch, M, N, small, [&](const TileAt& at, KRange kr, int) {
         for (int t = kr.t0; t < kr.t1; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(&empty[s], (it / kStages - 1) & 1);
           mbar_expect_bytes(&full[s], (kATile + kBTile) * sizeof(T));
-          load_tile<kTA, BM>(sa + s * kATile, &tma_a, t, at.m0, kr.zc, &full[s]);
-          load_tile<kTB, BN>(sb + s * kBTile, &tma_b, t, at.n0, kr.zc, &full[s]);
+          load_tile<kTA, BM, kSK>(sa + s * kATile, &tma_a, t, at.m0, kr.zc, &full[s], pol_a);
+          load_tile<kTB, BN, kSK>(sb + s * kBTile, &tma_b, t, at.n0, kr.zc, &full[s], pol_b);
         }
-      }
+      });
     }
     return;
   }
@@ -1019,16 +1062,14 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
   float* staged = reinterpret_cast<float*>(sb + kStages * kBTile) + c * kOut;  // this consumer's epilogue slab
   T* bias_s = reinterpret_cast<T*>(reinterpret_cast<float*>(sb + kStages * kBTile) + kConsumers * kOut) + c * BN;
   uint32_t it = 0;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const TileAt at = tile_at(tile, tiles_mn, M, N, small);
+  each_work<kSK>(tiles, tiles_mn, tiles_k, kslice, batch, M, N, small, [&](const TileAt& at, KRange kr, int slot) {
     float d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
     // Tile t's wgmmas are issued while tile t-1's may still run (wait<1>), so
     // the tensor cores do not drain between k-tiles; a stage goes back to the
     // producer once the group that read it has completed.
-    const KRange kr = k_range(at.z, kslice, tiles_k);
-    prefetch_out(out.at(at.z * M * N), at.m0 + c * 64, at.n0, M, N, tid);
+    if constexpr (!kSK) prefetch_out(out.at(at.z * M * N), at.m0 + c * 64, at.n0, M, N, tid);
     // store_tma's bias, 2 columns a thread: loaded now, stored to bias_s
     // after the k-tiles (a load's latency off the tile's start)
     T bv[2] = {from_acc<T>(0.0f), from_acc<T>(0.0f)};
@@ -1066,7 +1107,9 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     // the previous tile's reads of bias_s ended before its last box's
     // barrier; store_tma's first barrier orders these writes before its reads
     if (tma_out) bias_s[tid] = bv[0], bias_s[tid + 128] = bv[1];  // zeros without a bias
-    if (tma_out && out.cf)
+    if constexpr (kSK)  // the whole 128 x 256 partial tile into its slot (no bias: the sum adds it)
+      store_tma<T, float>(d, staged, bias_s, c * 64, 0, slot, &tma_c, nullptr, TC_ACT_NONE, false, nullptr, c, tid);
+    else if (tma_out && out.cf)
       store_tma<T, float>(d, staged, bias_s, m0, at.n0, at.z, &tma_c, nullptr, TC_ACT_NONE, out.add, nullptr, c,
                           tid);
     else if (tma_out)
@@ -1077,7 +1120,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     else
       store_out<T, false>(d, staged, m0, at.n0, M, N, bias, pre ? pre + z_off : nullptr, act, out.at(z_off), c,
                           tid);
-  }
+  });
   if (tma_out && tid == 0) bulk_wait_all();  // the boxes' shared memory lives until the stores have read it
 #endif
 }
@@ -1130,20 +1173,21 @@ bool out_map(CUtensorMap* map, const E* C, int64_t M, int64_t N, int64_t batch) 
 
 // A persistent grid: one block per multiprocessor (fewer for fewer tiles),
 // each walking its tiles. The shared-memory attribute is set once per device.
-template <class T, bool kTA, bool kTB>
+template <class T, bool kTA, bool kTB, bool kSK>
 tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap& tb, const Gemm<T>& g, int kslice,
               int64_t batch, cudaStream_t stream) {
-  auto kernel = gemm_wgmma_kernel<T, kTA, kTB>;
+  auto kernel = gemm_wgmma_kernel<T, kTA, kTB, kSK>;
   static std::atomic<uint64_t> smem_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, kernel, kSmemBytes, smem_set));
-  const int64_t tiles = ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
+  const int64_t tiles = kSK ? batch : ((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN) * batch;
   const int64_t blocks = std::min<int64_t>(tiles, sm_count(dev));
   // store_tma where C has a TMA map: 16-bit (C and pre), or float32
-  // (split-K's partials: `batch` slices)
+  // (split-K's partials: `batch` slices; stream-K's: 2 batch partial tiles)
   CUtensorMap tc{}, tp{};
-  const bool tma_out = g.Cf ? out_map(&tc, g.Cf, g.M, g.N, batch)
-                            : kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
-                                  (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
+  const bool tma_out = kSK    ? out_map(&tc, g.Cf, BM, BN, 2 * batch)
+                       : g.Cf ? out_map(&tc, g.Cf, g.M, g.N, batch)
+                              : kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
+                                    (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
   kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, tc, tp, tma_out, g.M, g.N, g.K, batch, kslice,
                                                                   g.bias, g.pre, g.act, g.out());
   return TC_OK;
@@ -1151,14 +1195,15 @@ tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap&
 
 // Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
 // device or problem cannot run it (the caller then runs mma). With kslice,
-// g (one batch) is multiplied as `slices` slices of K (split-K's partials).
+// g (one batch) is multiplied as `slices` slices of K (split-K's partials);
+// with units, as stream-K's runs into 2 units partial tiles at g.Cf.
 template <class T>
 tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ran, int kslice = 0,
-                 int64_t slices = 1) {
+                 int64_t slices = 1, int64_t units = 0) {
   *ran = false;
   // TMA coordinates are 32-bit, and a 0-wide box does not encode
   int dev = 0;
-  if (!hopper_runs<gemm_wgmma_kernel<T, false, false>>(&dev) || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX ||
+  if (!hopper_runs<gemm_wgmma_kernel<T, false, false, false>>(&dev) || g.K == 0 || g.M > INT32_MAX || g.N > INT32_MAX ||
       g.K > INT32_MAX)
     return TC_OK;
   const Major ma = major(g.A, g.sam, g.sak, g.sab, g.batch), mb = major(g.B, g.sbn, g.sbk, g.sbb, g.batch);
@@ -1167,12 +1212,17 @@ tc_status launch(const char* op, const Gemm<T>& g, cudaStream_t stream, bool* ra
       !tensor_map(&ta, g.A, ma, g.M, g.K, g.sam, g.sak, g.sab, g.batch, BM) ||
       !tensor_map(&tb, g.B, mb, g.N, g.K, g.sbn, g.sbk, g.sbb, g.batch, BN))
     return TC_OK;
+  if (CUtensorMap probe; units && !out_map(&probe, g.Cf, BM, BN, 2 * units)) return TC_OK;
   *ran = true;
   const bool a_mn = ma == Major::kMN, b_mn = mb == Major::kMN;
-  const int64_t batch = kslice ? slices : g.batch;
+  const int64_t batch = units ? units : kslice ? slices : g.batch;
   auto go = [&](auto kernel_run) { return kernel_run(op, dev, ta, tb, g, kslice, batch, stream); };
-  if (!a_mn) return b_mn ? go(run<T, false, true>) : go(run<T, false, false>);
-  return b_mn ? go(run<T, true, true>) : go(run<T, true, false>);
+  if (units) {
+    if (!a_mn) return b_mn ? go(run<T, false, true, true>) : go(run<T, false, false, true>);
+    return b_mn ? go(run<T, true, true, true>) : go(run<T, true, false, true>);
+  }
+  if (!a_mn) return b_mn ? go(run<T, false, true, false>) : go(run<T, false, false, false>);
+  return b_mn ? go(run<T, true, true, false>) : go(run<T, true, false, false>);
 }
 }  // namespace wg
 
@@ -1235,6 +1285,69 @@ void sum_slices(int64_t outputs, int64_t N, int64_t splits, const acc_t<T>* W, c
                 cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>((outputs + 255) / 256, 132 * 8);
   sum_slices_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(outputs, N, splits, W, bias, out);
+}
+
+// stream-K (the wgmma kernel's runs, each_work): out = bias + the sum of a
+// tile's partials, from the runs of its group that cover its k-tiles, in run
+// order (the same bits every run). Block (tile, group of 8 rows), 8 columns
+// a thread: 16-byte loads of the float32 slots, one 16-byte store where the
+// 8 outputs are whole and aligned.
+template <class T>
+__global__ void __launch_bounds__(256)
+sum_runs_kernel(int64_t M, int64_t N, int tiles_k, const float* __restrict__ W, const T* __restrict__ bias,
+                T* __restrict__ out) {
+  constexpr int BM = wg::BM, BN = wg::BN;
+  const StreamKGroups sg = stream_k_groups(M, N);
+  const int64_t mt = blockIdx.x % sg.tiles_m, nt = blockIdx.x / sg.tiles_m, m0 = mt * BM, n0 = nt * BN;
+  const int r = blockIdx.y * 8 + threadIdx.x / 32, col = threadIdx.x % 32 * 8;
+  if (m0 + r >= M || n0 + col >= N) return;
+  const int64_t g = sg.walk_m ? nt : mt, P = sg.per_group, L = sg.group_tiles() * tiles_k;
+  const int64_t first = (sg.walk_m ? mt : nt) * tiles_k, last = first + tiles_k;  // the tile's k-tiles in its group
+  auto start = [&](int64_t j) { return j * L / P; };
+  int64_t j = first * P / L;  // the group's run holding k-tile `first`: start(j) <= first < start(j + 1)
+  while (start(j) > first) --j;
+  while (start(j + 1) <= first) ++j;
+  float acc[8] = {};
+  for (; j < P && start(j) < last; ++j) {
+    if (start(j + 1) == start(j)) continue;  // an empty run stored nothing
+    // the run's second piece when it began in the tile before
+    const int64_t slot = 2 * (j * sg.groups + g) + (start(j) < first);
+    const float* w = W + (slot * BM + r) * BN + col;
+    const float4 a = *reinterpret_cast<const float4*>(w), b = *reinterpret_cast<const float4*>(w + 4);
+    acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
+    acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
+  }
+  const int64_t m = m0 + r, n = n0 + col;
+  T* o = out + m * N + n;
+  if (n + 8 <= N && reinterpret_cast<uintptr_t>(o) % 16 == 0) {
+    Vec<T, 8> v;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(bias ? acc[e] + to_acc(bias[n + e]) : acc[e]);
+    store_vec(o, v);
+  } else {
+    for (int e = 0; e < 8 && n + e < N; ++e) o[e] = from_acc<T>(bias ? acc[e] + to_acc(bias[n + e]) : acc[e]);
+  }
+}
+
+// Stream-K (16-bit operands): the wgmma kernel's plan.splits runs into
+// float32 partial tiles at W, then their sum; *ran false where wgmma cannot
+// run (the caller then runs the tiles over all of K).
+template <class T>
+tc_status launch_stream_k(const char* op, const Gemm<T>& g, MatmulPlan plan, float* W, cudaStream_t stream,
+                          bool* ran) {
+  // each_work and sum_runs_kernel assume at most two pieces a run (a tile's tail, the next one's head)
+  const StreamKGroups sg = stream_k_groups(g.M, g.N);
+  TC_REQUIRE(plan.splits == sg.runs() && sg.per_group >= sg.group_tiles(),
+             "%s: a stream-K plan of %lld runs does not fit %lld x %lld (an internal error)", op,
+             (long long)plan.splits, (long long)g.M, (long long)g.N);
+  Gemm<T> s = g;
+  s.bias = nullptr, s.pre = nullptr, s.act = TC_ACT_NONE, s.add = false, s.C = nullptr, s.Cf = W;
+  TC_RETURN_IF_ERROR(wg::launch<T>(op, s, stream, ran, 0, 1, plan.splits));
+  if (!*ran) return TC_OK;
+  const int64_t tiles_mn = ((g.M + wg::BM - 1) / wg::BM) * ((g.N + wg::BN - 1) / wg::BN);
+  sum_runs_kernel<T><<<dim3(unsigned(tiles_mn), wg::BM / 8), 256, 0, stream>>>(
+      g.M, g.N, int((g.K + wg::BK - 1) / wg::BK), W, g.bias, g.C);
+  return TC_OK;
 }
 
 template <class T>
@@ -1397,7 +1510,7 @@ tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
     const Gemm<T> g = Gemm<T>::of(&q);
     if (g.batch * g.M * g.N == 0) return TC_OK;
     const cudaStream_t stream = as_stream(p->stream);
-    const MatmulPlan plan = matmul_plan(q);
+    MatmulPlan plan = matmul_plan(q);
     if (plan.kind != MatmulPlan::kTiles) {
       using Acc = acc_t<T>;
       const bool have = plan.splits == 1 || (q.workspace && q.workspace_bytes >= matmul_workspace_bytes(q));
@@ -1405,6 +1518,15 @@ tc_status matmul_cuda(const char* op, const tc_matmul_params* p) {
         TC_RETURN_IF_ERROR(launch_gemv<T>(op, g.unfused(), plan, static_cast<Acc*>(q.workspace), stream));
         TC_RETURN_IF_ERROR(check_launch(op));
         return activation_pass(op, p->dtype, g, p->stream);
+      }
+      if constexpr (!std::is_same_v<T, Acc>) {
+        if (plan.kind == MatmulPlan::kStreamK && have) {
+          bool ran = false;
+          TC_RETURN_IF_ERROR(launch_stream_k<T>(op, g.unfused(), plan, static_cast<float*>(q.workspace), stream, &ran));
+          TC_RETURN_IF_ERROR(check_launch(op));
+          if (ran) return activation_pass(op, p->dtype, g, p->stream);
+          plan = matmul_plan(q, /*stream_k=*/false);  // wgmma cannot run it: split K instead
+        }
       }
       if (plan.kind == MatmulPlan::kSplitK && have) {
         TC_RETURN_IF_ERROR(launch_split_k<T>(op, g.unfused(), plan, static_cast<Acc*>(q.workspace), stream));

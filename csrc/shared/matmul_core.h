@@ -82,19 +82,69 @@ inline tc_matmul_params fold_batch(tc_matmul_params p) {
 // slice, each writing float32 partials (c_float; mma slice by slice where
 // wgmma cannot run). The count s minimizes an H100 estimate:
 // ceil(tiles s / 132) waves of ceil(K / 64 s) k-steps (~0.6 us each at
-// ~90% of a block's wgmma rate), plus the partials' write and read (8 s M N
-// bytes at ~3 TB/s) and ~3 us for the sum's launch; s <= 16, slices of at
-// least 256.
+// ~90% of a block's wgmma rate) and a tile's fixed cost (kTileUs: its first
+// loads and its epilogue), plus the partials' write and read (8 s M N bytes
+// at ~3 TB/s) and ~3 us for the sum's launch; s <= 16, slices of at least
+// 256.
 //
 // Either way a slice is a multiple of 256 long, and the partial sums
 // (float, double for double) are added in slice order by a second kernel.
+//
+// Stream-K (float16/bfloat16, auto or wgmma, outputs of at most 132 tiles):
+// slices leave waves ragged (GPT-2's MLP weight gradients: 72 tiles x 3
+// slices = 1.64 waves of 132). Instead the output's k-tiles, tile after
+// tile in groups (stream_k_groups), are cut into up to 132 even runs
+// (splits = the runs), one a block: each run is a tile's tail and the next
+// tile's head at most, stored as two float32 128 x 256 partial tiles, then a
+// second kernel adds each tile's runs in run order. Estimate: a group's
+// k-tiles over its runs, two pieces' fixed cost, plus the partials' write
+// and read (8 x 2 runs x 128 x 256 bytes) and the sum's launch. Where wgmma
+// cannot run, the tiles run over all of K. (H200, scripts/ncu_gpt_gemms.py
+// --time: stream-K took GPT-2's fc weight gradient from split-K 3's 548 to
+// 586-595 TFLOP/s, cuBLAS 680; the qkv one went from split-K 2's 581 to
+// 542-552, so the fixed cost was added, which gives it back to split-K.)
+// 132 runs: one a multiprocessor of an H100 SXM or H200. The plan needs no
+// device, so on fewer SMs the grid is smaller and its blocks take the runs
+// left over as a second wave.
+constexpr int64_t kStreamKRuns = 132;
+// A tile's fixed cost in us: the k-step sweep's intercept, 2.83 us on the
+// H200 (scripts/gemm_ksweep.py, BENCHMARKS GPT step 9; cuBLAS 1.78).
+constexpr double kTileUs = 2.8;
+
+// Stream-K's runs in groups (CUTLASS's sm90 stream-K scheduler groups its
+// units the same way, for L2): group g holds one output column's tiles,
+// walked down m, when A is the larger operand (M >= N), else one row's,
+// walked along n; its k-tiles, tile after tile, are cut into per_group even
+// runs, and run u is group u % groups' run u / groups. Runs with the same
+// index in every group then cover the same k range of tiles that share the
+// larger operand's rows at the same time, so that operand is read from DRAM
+// about once. (Ungrouped runs over the whole output put the three tiles
+// sharing A's rows of GPT-2's fc weight gradient ~116 k-steps apart:
+// 462.6 TFLOP/s against split-K's 548, H200.) A run covers a tile's tail and
+// the next tile's head at most where per_group >= group_tiles.
+struct StreamKGroups {
+  int64_t groups, per_group, tiles_m, tiles_n;
+  bool walk_m;
+  TC_HD int64_t group_tiles() const { return walk_m ? tiles_m : tiles_n; }
+  TC_HD int64_t runs() const { return groups * per_group; }
+};
+TC_HD inline StreamKGroups stream_k_groups(int64_t M, int64_t N) {
+  const int64_t tm = (M + 127) / 128, tn = (N + 255) / 256;
+  const bool walk_m = M >= N;
+  const int64_t g = walk_m ? tn : tm;
+  return {g, g > 0 ? kStreamKRuns / g : 0, tm, tn, walk_m};
+}
+
 struct MatmulPlan {
-  enum Kind { kTiles, kGemv, kSplitK } kind;
-  int64_t splits, chunk;
+  enum Kind { kTiles, kGemv, kSplitK, kStreamK } kind;
+  int64_t splits, chunk;  // stream-K: runs, K
   int64_t rows;  // GEMV: outputs
 };
 
-inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
+// stream_k false: the best plan without stream-K, which the CUDA path runs
+// where the plan is stream-K but the wgmma kernel cannot run (operands TMA
+// cannot read, no sm_90a).
+inline MatmulPlan matmul_plan(const tc_matmul_params& p, bool stream_k = true) {
   auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   auto slices = [&](int64_t splits) {  // (splits, chunk): chunk a multiple of 256, splits a grid dim (65535)
     const int64_t chunk = ceil_div(ceil_div(p.K, std::min<int64_t>(splits, 65535)), 256) * 256;
@@ -120,7 +170,7 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
   if (!cuda_cores && (p.algo == TC_GEMM_AUTO || p.algo == TC_GEMM_WGMMA)) {
     const int64_t tiles16 = ceil_div(p.M, 128) * ceil_div(p.N, 256);
     auto cost_us = [&](int64_t splits, int64_t chunk) {
-      return double(ceil_div(tiles16 * splits, 132) * ceil_div(chunk, 64)) * 0.6 +
+      return double(ceil_div(tiles16 * splits, 132)) * (double(ceil_div(chunk, 64)) * 0.6 + kTileUs) +
              (splits > 1 ? double(splits) * double(p.M) * double(p.N) * 8 / 3e6 + 3 : 0.0);
     };
     MatmulPlan best{MatmulPlan::kTiles, 1, p.K, 0};
@@ -130,16 +180,31 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p) {
       if (const double c = cost_us(splits, chunk); splits > 1 && c < best_cost)
         best = {MatmulPlan::kSplitK, splits, chunk, 0}, best_cost = c;
     }
+    const StreamKGroups sg = stream_k_groups(p.M, p.N);
+    const int64_t group_steps = sg.group_tiles() * ceil_div(p.K, 64);
+    if (stream_k && sg.per_group >= sg.group_tiles() && group_steps >= 2 * sg.per_group) {
+      const double c = double(ceil_div(group_steps, sg.per_group)) * 0.6 + 2 * kTileUs +
+                       double(2 * sg.runs() * 128 * 256) * 8 / 3e6 + 3;
+      if (c < best_cost) best = {MatmulPlan::kStreamK, sg.runs(), p.K, 0}, best_cost = c;
+    }
     return best;
   }
   return {MatmulPlan::kTiles, 1, p.K, 0};
 }
 
-inline size_t matmul_workspace_bytes(const tc_matmul_params& p) {
-  const MatmulPlan plan = matmul_plan(p);
+inline size_t plan_workspace_bytes(const tc_matmul_params& p, const MatmulPlan& plan) {
   if (plan.splits <= 1) return 0;
+  if (plan.kind == MatmulPlan::kStreamK) return size_t(2 * plan.splits * 128 * 256) * 4;
   const int64_t outputs = plan.kind == MatmulPlan::kGemv ? plan.rows : p.M * p.N;
   return size_t(plan.splits * outputs) * (p.dtype == TC_FLOAT64 ? 8 : 4);
+}
+
+// Stream-K's partial tiles, or its split-K fallback's partials: the larger.
+inline size_t matmul_workspace_bytes(const tc_matmul_params& p) {
+  const MatmulPlan plan = matmul_plan(p);
+  const size_t bytes = plan_workspace_bytes(p, plan);
+  if (plan.kind != MatmulPlan::kStreamK) return bytes;
+  return std::max(bytes, plan_workspace_bytes(p, matmul_plan(p, /*stream_k=*/false)));
 }
 
 __attribute__((visibility("hidden"))) tc_status matmul_cpu(const char* op, const tc_matmul_params* p);
