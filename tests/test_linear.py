@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda
-from conftest import DEVICES, check_op, requires_cuda
+from conftest import DEVICES, check_op, launched, requires_cuda
 from tinycuda import variants
 from tinycuda.optable import _linear_act_ref
 
@@ -65,6 +65,24 @@ def test_linear_act_every_path(dtype, device, activation, m, k, n):
         # without pre (inference): the same y, bit for bit (wgmma applies act in place)
         y_only = torch.ops.tinycuda.linear_act(x, w, b, activation, save_pre=False, algo=algo)[0]
         torch.testing.assert_close(y_only, y, rtol=0, atol=0)
+
+
+# Stream-K (matmul_core.h) in the weight gradient, after the fused GELU backward: x [8296, 1000] and
+# w [2104, 1000] make grad_weight 2104 x 1000 over the 8296 rows. Every extent is a multiple of 8, so TMA
+# reads the operands and the wgmma kernel runs: the runs' sum shows in the profile. (The forward never
+# splits K: linear has no workspace.) y, pre and the gradients as torch's.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_linear_act_stream_k(dtype):
+    x = torch.randn(8296, 1000, device="cuda").to(dtype)
+    w = (torch.randn(2104, 1000, device="cuda") / 1000**0.5).to(dtype)
+    b = torch.randn(2104, device="cuda").to(dtype)
+    ours = lambda x, w, b: torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True)[0]
+    check_op(ours, lambda x, w, b: _linear_act_ref(x, w, b, "gelu_tanh"), [x, w, b])
+    y, pre = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True)
+    g = torch.randn_like(y)
+    assert launched(lambda: torch.ops.tinycuda.linear_backward(g, x, w, [False, True, True], pre=pre,
+                                                               activation="gelu_tanh"), "sum_runs_kernel")
 
 
 def test_linear_act_pre_needs_an_activation():
@@ -132,3 +150,64 @@ def test_linear_act_more_tiles_than_blocks(dtype, bias, algo):
     torch.testing.assert_close(y, _ACT_OP["gelu_tanh"](pre))
     y_only = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=False, algo=algo)[0]
     torch.testing.assert_close(y_only, y, rtol=0, atol=0)
+
+
+# linear_act's backward in one op: linear_backward with pre and the activation makes grad_P = grad * act'(P)
+# (on CUDA with the bias's column sums in the same pass) and runs the products on it. Against the unfused
+# pair (the activation's own backward op, then linear_backward): the products bit for bit (the same grad_P,
+# rounded to the dtype), the bias as close as the dtype allows (CUDA sums grad_P before rounding). Rows over
+# several bias slices, an odd width (the unvectorized pass) and no rows at all.
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", list(_ACT_OP))
+@pytest.mark.parametrize("m,k,n", [(1000, 72, 264), (33, 17, 129), (0, 16, 24)], ids=str)
+def test_linear_backward_with_the_activation(dtype, device, activation, m, k, n):
+    x = torch.randn(m, k, device=device).to(dtype)
+    w = (torch.randn(n, k, device=device) / k**0.5).to(dtype)
+    pre, grad = torch.randn(m, n, device=device).to(dtype), torch.randn(m, n, device=device).to(dtype)
+    unfused = {"relu": lambda: torch.ops.tinycuda.relu_backward(grad, pre),
+               "gelu": lambda: torch.ops.tinycuda.gelu_backward(grad, pre, "none"),
+               "gelu_tanh": lambda: torch.ops.tinycuda.gelu_backward(grad, pre, "tanh")}[activation]()
+    ref = torch.ops.tinycuda.linear_backward(unfused, x, w, [True, True, True])
+    ours = torch.ops.tinycuda.linear_backward(grad, x, w, [True, True, True], pre=pre, activation=activation)
+    torch.testing.assert_close(ours[0], ref[0], rtol=0, atol=0)
+    torch.testing.assert_close(ours[1], ref[1], rtol=0, atol=0)
+    if device == "cpu":
+        torch.testing.assert_close(ours[2], ref[2], rtol=0, atol=0)
+    else:
+        exact = unfused.double().sum(0)  # the bias of the rounded grad_P, in float64
+        torch.testing.assert_close(ours[2].double(), exact, rtol=2e-2 if dtype != torch.float32 else 1e-5,
+                                   atol=m * 2e-3 if dtype != torch.float32 else 1e-3)
+    skip_bias = torch.ops.tinycuda.linear_backward(grad, x, w, [True, False, False], pre=pre, activation=activation)
+    torch.testing.assert_close(skip_bias[0], ref[0], rtol=0, atol=0)
+    assert skip_bias[1].numel() == skip_bias[2].numel() == 0
+
+
+def test_linear_backward_activation_and_pre_go_together():
+    x, w, g = torch.randn(4, 3), torch.randn(5, 3), torch.randn(4, 5)
+    op = torch.ops.tinycuda.linear_backward
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre \(the forward's P\) is given with an "
+                                           r"activation, and only then"):
+        op(g, x, w, [True, True, True], activation="gelu")
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre \(the forward's P\)"):
+        op(g, x, w, [True, True, True], pre=g)
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: activation must be 'none', 'relu', 'gelu' "
+                                           r"or 'gelu_tanh', got 'silu'"):
+        op(g, x, w, [True, True, True], pre=g, activation="silu")
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre must have grad_out's shape \[4, 5\], "
+                                           r"got \[4, 4\]"):
+        op(g, x, w, [True, True, True], pre=g[:, :4], activation="relu")
+
+
+def test_linear_backward_with_the_activation_through_the_c_abi():
+    from tinycuda import capi
+    import numpy as np
+    x, w = np.random.randn(40, 6).astype(np.float32), np.random.randn(7, 6).astype(np.float32)
+    g, pre = np.random.randn(40, 7).astype(np.float32), np.random.randn(40, 7).astype(np.float32)
+    ours = capi.linear_backward(g, x, w, pre=pre, activation="gelu_tanh")
+    ref = torch.ops.tinycuda.linear_backward(*map(torch.from_numpy, (g, x, w)), [True, True, True],
+                                             pre=torch.from_numpy(pre), activation="gelu_tanh")
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(torch.from_numpy(a), b, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"tinycuda.capi.linear_backward: pre \(the forward's P\) is given with an "
+                                         r"activation, and only then"):
+        capi.linear_backward(g, x, w, activation="relu")

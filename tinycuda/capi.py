@@ -1709,19 +1709,27 @@ def linear_act(x, weight, bias=None, activation="gelu", *, save_pre=False, algo=
     return _linear(op, x, weight, bias, act, save_pre, algo, out, pre, stream)
 
 
-def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, grad_x=None, grad_weight=None,
-                    grad_bias=None, algo=0, stream=None):
-    """(grad_out @ weight, grad_out^T @ x, grad_out summed over rows)."""
+def linear_backward(grad_out, x, weight, output_mask=(True, True, True), *, pre=None, activation="none",
+                    grad_x=None, grad_weight=None, grad_bias=None, algo=0, stream=None):
+    """(grad_out @ weight, grad_out^T @ x, grad_out summed over rows). With an activation
+    ("relu", "gelu", "gelu_tanh") and pre = linear_act's P, grad_out is act(P)'s gradient
+    and the three use grad_P = grad_out * act'(P) instead."""
     op = "linear_backward"
-    v = _check(op, {"grad_out": grad_out, "x": x, "weight": weight})
+    act = _enum(op, "activation", "TC_ACT_", activation)
+    if (activation == "none") != (pre is None):
+        raise ValueError(f"tinycuda.capi.{op}: pre (the forward's P) is given with an activation, and only then")
+    v = _check(op, {"grad_out": grad_out, "x": x, "weight": weight, **({"pre": pre} if pre is not None else {})})
     M, N, K = _linear_dims(op, v)
     if v["grad_out"].shape != (*v["x"].shape[:-1], N):
         raise ValueError(f"tinycuda.capi.{op}: grad_out must have shape {(*v['x'].shape[:-1], N)}, "
                          f"got {v['grad_out'].shape}")
+    if pre is not None and v["pre"].shape != v["grad_out"].shape:
+        raise ValueError(f"tinycuda.capi.{op}: pre must have grad_out's shape {v['grad_out'].shape}, "
+                         f"got {v['pre'].shape}")
     (gx, gxv), (gw, gwv), (gb, gbv) = _outputs(op, v["x"], output_mask, (
         ("grad_x", grad_x, v["x"].shape), ("grad_weight", grad_weight, (N, K)), ("grad_bias", grad_bias, (N,))))
-    _call(op, v["x"], stream, M=M, N=N, K=K, grad_y=v["grad_out"], x=v["x"], weight=v["weight"], grad_x=gxv,
-          grad_weight=gwv, grad_bias=gbv, algo=algo)
+    _call(op, v["x"], stream, M=M, N=N, K=K, grad_y=v["grad_out"], pre=v.get("pre"), activation=act, x=v["x"],
+          weight=v["weight"], grad_x=gxv, grad_weight=gwv, grad_bias=gbv, algo=algo)
     return gx, gw, gb
 
 

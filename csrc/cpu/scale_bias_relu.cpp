@@ -27,9 +27,7 @@ tc_status tc_scale_bias_relu_cpu(const tc_scale_bias_relu_params* p) {
 
 // Sizes the CUDA path's per-slice bias partials (the CPU path needs none).
 size_t tc_scale_bias_relu_backward_workspace_size(const tc_scale_bias_relu_backward_params* p) {
-  if (!p || !p->grad_bias || p->rows <= 0 || p->cols <= 0) return 0;
-  int64_t chunks = plan::column_chunks(p->rows, p->cols);
-  return chunks > 1 ? size_t(chunks * p->cols) * plan::acc_bytes(p->dtype) : 0;
+  return p && p->grad_bias ? plan::column_partials_bytes(p->rows, p->cols, p->dtype) : 0;
 }
 
 tc_status tc_scale_bias_relu_backward_cpu(const tc_scale_bias_relu_backward_params* p) {

@@ -20,7 +20,30 @@ inline tc_status linear_backward_check(const tc_linear_backward_params* p) {
   TC_REQUIRE(p->M * p->N == 0 || p->grad_y, "%s: grad_y is NULL", op);
   TC_REQUIRE(!p->grad_weight || p->M * p->K == 0 || p->x, "%s: x is NULL", op);
   TC_REQUIRE(!p->grad_x || p->N * p->K == 0 || p->weight, "%s: weight is NULL", op);
+  TC_REQUIRE(p->activation >= TC_ACT_NONE && p->activation <= TC_ACT_GELU_TANH,
+             "%s: activation must be a tc_activation, got %d", op, p->activation);
+  TC_REQUIRE((p->activation == TC_ACT_NONE) == !p->pre || p->M * p->N == 0,
+             "%s: pre (P) is read with an activation, and only then", op);
   return TC_OK;
+}
+
+// Calls f with the element function of an activation's backward,
+// grad_P = grad_y * act'(P) (the relu and gelu families'), for linear_act's
+// backward; activation is not TC_ACT_NONE.
+template <class F>
+inline auto with_act_backward(int activation, F&& f) {
+  switch (activation) {
+    case TC_ACT_RELU: return f(ReluBackwardFn{});
+    case TC_ACT_GELU: return f(GeluBackwardFn<GeluErf>{});
+    default: return f(GeluBackwardFn<GeluTanh>{});
+  }
+}
+
+// grad_P's bytes at the front of the CUDA workspace (256-byte aligned), 0
+// without an activation or for an empty grad_y.
+inline size_t linear_grad_p_bytes(const tc_linear_backward_params* p) {
+  if (p->activation == TC_ACT_NONE || p->M * p->N == 0) return 0;
+  return (size_t(p->M * p->N) * tc_dtype_size(p->dtype) + 255) / 256 * 256;
 }
 
 // The backward's two products (linear.cu's table), with the caller's

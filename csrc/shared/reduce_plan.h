@@ -38,6 +38,14 @@ inline int64_t column_chunks(int64_t reduce, int64_t columns) {
 
 inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
 
+// A bias gradient's per-slice partials (cuda/kit/colsum.cuh): column_chunks
+// rows of cols accumulators, none for one slice.
+inline size_t column_partials_bytes(int64_t rows, int64_t cols, tc_dtype dtype) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const int64_t chunks = column_chunks(rows, cols);
+  return chunks > 1 ? size_t(chunks * cols) * acc_bytes(dtype) : 0;
+}
+
 // Workspace for sum(x[outer, reduce, inner]) over the middle axis.
 inline size_t sum_workspace(tc_dtype dtype, int64_t outer, int64_t reduce, int64_t inner) {
   if (outer <= 0 || reduce <= 0 || inner <= 0) return 0;

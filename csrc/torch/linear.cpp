@@ -50,11 +50,13 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   return linear_into("linear", x, weight, bias, TC_ACT_NONE, nullptr, algo);
 }
 
-int activation_code(const char* op, c10::string_view activation) {
+int activation_code(const char* op, c10::string_view activation, bool none_ok = false) {
+  if (none_ok && activation == "none") return TC_ACT_NONE;
   if (activation == "relu") return TC_ACT_RELU;
   if (activation == "gelu") return TC_ACT_GELU;
   if (activation == "gelu_tanh") return TC_ACT_GELU_TANH;
-  fail(op, fmt("activation must be 'relu', 'gelu' or 'gelu_tanh', got '%s'", std::string(activation).c_str()));
+  fail(op, fmt("activation must be %s'relu', 'gelu' or 'gelu_tanh', got '%s'", none_ok ? "'none', " : "",
+               std::string(activation).c_str()));
 }
 
 // (y, P): P is [0] unless save_pre (autograd asks for it when a gradient is needed).
@@ -69,26 +71,38 @@ std::tuple<at::Tensor, at::Tensor> linear_act(const at::Tensor& x, const at::Ten
   return {y, pre};
 }
 
+// With an activation, grad_out is the gradient of act(P) and pre is P
+// (linear_act's backward): the products and the bias read grad_P.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& grad_out,
                                                                const at::Tensor& x,
                                                                const at::Tensor& weight,
                                                                std::array<bool, 3> mask,
-                                                               int64_t algo) {
+                                                               const std::optional<at::Tensor>& pre,
+                                                               c10::string_view activation, int64_t algo) {
   const char* op = "linear_backward";
-  check_args(op, {{"grad_out", grad_out}, {"x", x}, {"weight", weight}});
+  const int act = activation_code(op, activation, /*none_ok=*/true);
+  TC_CHECK((act == TC_ACT_NONE) == !pre.has_value(), op,
+           "pre (the forward's P) is given with an activation, and only then");
+  if (pre) check_args(op, {{"grad_out", grad_out}, {"x", x}, {"weight", weight}, {"pre", *pre}});
+  else check_args(op, {{"grad_out", grad_out}, {"x", x}, {"weight", weight}});
   check_linear(op, x, weight);
   const int64_t K = weight.size(1), N = weight.size(0);
   std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(N);
   TC_CHECK(grad_out.sizes() == at::IntArrayRef(out_shape), op, "grad_out must have shape %s, got %s",
            shape_str(out_shape).c_str(), shape_str(grad_out.sizes()).c_str());
+  TC_CHECK(!pre || pre->sizes() == grad_out.sizes(), op, "pre must have grad_out's shape %s, got %s",
+           shape_str(grad_out.sizes()).c_str(), shape_str(pre->sizes()).c_str());
   const at::Tensor gc = grad_out.contiguous(), xc = x.contiguous(), wc = weight.contiguous();
+  const at::Tensor pc = pre ? pre->contiguous() : at::Tensor();
   const int64_t M = rows_of(xc);
   at::Tensor gx = empty_contiguous(mask[0] ? xc.sizes() : at::IntArrayRef{0}, xc);
   at::Tensor gw = empty_contiguous(mask[1] ? wc.sizes() : at::IntArrayRef{0}, xc);
   at::Tensor gb = empty_contiguous({mask[2] ? N : 0}, xc);
   call_with_workspace(op, xc, tc_linear_backward_cpu, tc_linear_backward_cuda, tc_linear_backward_workspace_size,
-                      tc_linear_backward_params{.M = M, .N = N, .K = K, .grad_y = gc.data_ptr(), .x = xc.data_ptr(),
+                      tc_linear_backward_params{.M = M, .N = N, .K = K, .grad_y = gc.data_ptr(),
+                                                .pre = pc.defined() ? pc.data_ptr() : nullptr, .activation = act,
+                                                .x = xc.data_ptr(),
                                                 .weight = wc.data_ptr(),
                                                 .grad_x = mask[0] ? gx.data_ptr() : nullptr,
                                                 .grad_weight = mask[1] ? gw.data_ptr() : nullptr,
@@ -109,8 +123,8 @@ TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, int algo=0) -> Tensor");
   m.def("linear_act(Tensor x, Tensor weight, Tensor? bias, str activation, *, bool save_pre=False, int algo=0) "
         "-> (Tensor, Tensor)");
-  m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, "
-        "int algo=0) -> (Tensor, Tensor, Tensor)");
+  m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask, *, Tensor? pre=None, "
+        "str activation=\"none\", int algo=0) -> (Tensor, Tensor, Tensor)");
 }
 
 TC_REGISTER_IMPLS(impls)

@@ -10,11 +10,7 @@ from ._fake import register_fake
 
 __all__ = ["linear", "linear_act"]
 
-_ACT_BACKWARD = {
-    "relu": lambda g, p: torch.ops.tinycuda.relu_backward(g, p),
-    "gelu": lambda g, p: torch.ops.tinycuda.gelu_backward(g, p, "none"),
-    "gelu_tanh": lambda g, p: torch.ops.tinycuda.gelu_backward(g, p, "tanh"),
-}
+_ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
 def linear(x, weight, bias=None):
@@ -43,14 +39,19 @@ def _linear_fake(x, weight, bias, algo, op="tinycuda::linear"):
 
 @register_fake("tinycuda::linear_act")
 def _linear_act_fake(x, weight, bias, activation, save_pre, algo):
-    torch._check(activation in _ACT_BACKWARD,
+    torch._check(activation in _ACTIVATIONS,
                  lambda: f"tinycuda::linear_act: activation must be 'relu', 'gelu' or 'gelu_tanh', got '{activation}'")
     y = _linear_fake(x, weight, bias, algo, "tinycuda::linear_act")
     return y, y.new_empty(y.shape if save_pre else (0,))
 
 
 @register_fake("tinycuda::linear_backward")
-def _linear_backward_fake(grad_out, x, weight, output_mask, algo):
+def _linear_backward_fake(grad_out, x, weight, output_mask, pre, activation, algo):
+    torch._check(activation == "none" or activation in _ACTIVATIONS,
+                 lambda: "tinycuda::linear_backward: activation must be 'none', 'relu', 'gelu' or 'gelu_tanh', "
+                         f"got '{activation}'")
+    torch._check((activation == "none") == (pre is None),
+                 lambda: "tinycuda::linear_backward: pre (the forward's P) is given with an activation, and only then")
     return (
         x.new_empty(x.shape if output_mask[0] else (0,)),
         x.new_empty(weight.shape if output_mask[1] else (0,)),
@@ -100,8 +101,9 @@ def _backward_act(ctx, grad, _grad_pre):
         raise RuntimeError("tinycuda::linear_act: the backward needs the pre-activation product, which the "
                            "forward kept only with save_pre=True (tinycuda.linear_act sets it when a gradient "
                            "is needed)")
-    grad_pre = _ACT_BACKWARD[ctx.activation](grad, pre)
-    gx, gw, gb = torch.ops.tinycuda.linear_backward(grad_pre, x, weight, [need_x, need_w, need_b], algo=ctx.algo)
+    # the activation's backward, grad_P = grad * act'(P), in the op's first pass with the bias's sums
+    gx, gw, gb = torch.ops.tinycuda.linear_backward(grad, x, weight, [need_x, need_w, need_b], pre=pre,
+                                                    activation=ctx.activation, algo=ctx.algo)
     return gx if need_x else None, gw if need_w else None, gb if need_b else None, None
 
 

@@ -10,6 +10,9 @@
  *   grad_weight = grad_y^T @ x           [N, K]
  *   grad_bias   = sum over M of grad_y   [N]  (the reduce family's sum;
  *                 workspace of tc_linear_backward_workspace_size() bytes)
+ *   With an activation, grad_y is the gradient of act(P), P at pre: the
+ *   three use grad_P = grad_y * act'(P) instead, made in one pass with
+ *   grad_bias's partial sums (the workspace holds grad_P on CUDA).
  * All three products are the matmul family's, with the operands' strides
  * swapped, so no operand is ever transposed in memory. */
 #ifndef TINYCUDA_LINEAR_H
@@ -34,6 +37,8 @@ typedef struct {
   tc_dtype dtype;
   int64_t M, N, K;
   const void* grad_y;
+  const void* pre;  /* NULL, or [M, N]: P, with an activation only */
+  int activation;   /* a tc_activation: TC_ACT_NONE, or grad_y is act(P)'s gradient */
   const void* x;
   const void* weight;
   void* grad_x;
