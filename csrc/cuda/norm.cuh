@@ -370,7 +370,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
       // the block waits on this step's loads and reduces them: the loop is
       // uniform over the block, so without it DRAM idled between steps
       prefetch_band<T>(threadIdx.x, base + groups * kRows, base + 2 * groups * kRows, r_end, a.cols, a.x, a.g,
-                       OPT ? a.gs : nullptr, base);
+                       OPT && a.gx ? a.gs : nullptr, base);  // grad_s is read only with grad_x
     }
     const int64_t r0 = base + threadIdx.x / width * kRows;
     P xv[kRows][VPT], gv[kRows][VPT];
