@@ -253,6 +253,8 @@ def test_matmul_split_k_plan_for_16_bit_operands():
     assert splits(1000, 2104, 8296) == 2 * 128 * 128 * 256 * 4 / (4 * 1000 * 2104)
     assert splits(2104, 1000, 8296, algo="TC_GEMM_MMA") == 0 and splits(2104, 1000, 8296, accumulate=1) == 0
     assert splits(1024, 768, 50304) == 5  # fused_linear_cross_entropy's grad_hidden, 1024-token chunks
+    # issue 13's (H 4096, V 128256) at 512-token chunks: stream-K would re-read A's 131 MB in every group
+    assert splits(512, 4096, 128256) == 2
     assert splits(256, 256, 8292, "TC_FLOAT16") == 11  # a shorter last slice (chunk 768)
     assert splits(4096, 4096, 4096) == 0 and splits(256, 256, 511) == 0  # a full grid; too little K to pay
     assert splits(256, 256, 255) == 0  # under two slices of 256

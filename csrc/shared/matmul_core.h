@@ -110,6 +110,15 @@ constexpr int64_t kStreamKRuns = 132;
 // A tile's fixed cost in us: the k-step sweep's intercept, 2.83 us on the
 // H200 (scripts/gemm_ksweep.py, BENCHMARKS GPT step 9; cuBLAS 1.78).
 constexpr double kTileUs = 2.8;
+// Stream-K only where the operand every tile of a group reads again (B when
+// the groups walk m, else A) fits in half of L2 (50 MiB on the H100 SXM and
+// H200): the kernel loads it evict_last and the streamed one evict_first.
+// fused_linear_cross_entropy's grad_hidden, 512 x 4096 over K = 128256,
+// re-reads a 131 MB A; its estimate tied split-K 2's (615 against 619 us),
+// yet it ran 0.952 ms against split-K's 0.688 (H200, flce_products.py 512;
+// the likely cause, not yet profiled: evict_last lines of an operand larger
+// than L2 leave the streamed one no room, so each group reads it again).
+constexpr int64_t kStreamKReusedBytes = int64_t(25) << 20;
 
 // Stream-K's runs in groups (CUTLASS's sm90 stream-K scheduler groups its
 // units the same way, for L2): group g holds one output column's tiles,
@@ -182,7 +191,9 @@ inline MatmulPlan matmul_plan(const tc_matmul_params& p, bool stream_k = true) {
     }
     const StreamKGroups sg = stream_k_groups(p.M, p.N);
     const int64_t group_steps = sg.group_tiles() * ceil_div(p.K, 64);
-    if (stream_k && sg.per_group >= sg.group_tiles() && group_steps >= 2 * sg.per_group) {
+    const int64_t reused = (sg.walk_m ? p.N : p.M) * p.K * 2;  // 16-bit
+    if (stream_k && sg.per_group >= sg.group_tiles() && group_steps >= 2 * sg.per_group &&
+        reused <= kStreamKReusedBytes) {
       const double c = double(ceil_div(group_steps, sg.per_group)) * 0.6 + 2 * kTileUs +
                        double(2 * sg.runs() * 128 * 256) * 8 / 3e6 + 3;
       if (c < best_cost) best = {MatmulPlan::kStreamK, sg.runs(), p.K, 0}, best_cost = c;
