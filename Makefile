@@ -40,7 +40,8 @@ test: install
 # softmax, the norms and cross-entropy) in float32 and bfloat16.
 MEMCHECK_TESTS = -m "cuda and not large and not compile and not device_assert"
 RACECHECK_TESTS = -m "cuda and racecheck and not large and not compile and not device_assert" -k "float32 or bfloat16"
-SANITIZE = compute-sanitizer --error-exitcode 1
+# TC_SANITIZER=1: the profiler sees no kernel under the sanitizer (tests/conftest.py launched)
+SANITIZE = TC_SANITIZER=1 compute-sanitizer --error-exitcode 1
 sanitize: install
 	$(SANITIZE) --tool memcheck $(PY) -m pytest tests $(MEMCHECK_TESTS) -p no:cacheprovider -q -x
 	$(SANITIZE) --tool racecheck $(PY) -m pytest tests $(RACECHECK_TESTS) -p no:cacheprovider -q -x

@@ -15,7 +15,7 @@ else
     > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} TINYCUDA_LIB=$LIB/libtinycuda.so
-SAN="compute-sanitizer --error-exitcode 1"
+SAN="env TC_SANITIZER=1 compute-sanitizer --error-exitcode 1"
 $SAN --tool memcheck python3 scripts/capi_gpt_kernels.py check 2>&1 | tail -3 | tee "$OUT/memcheck.log"
 $SAN --tool racecheck python3 scripts/capi_gpt_kernels.py check 2>&1 | tail -3 | tee "$OUT/racecheck.log"
 [ "${BENCH:-1}" = 1 ] && python3 scripts/capi_gpt_kernels.py bench 2>&1 | tee "$OUT/bench.log"

@@ -32,7 +32,7 @@ test)
   python3 -m pytest -q -n 8 -p no:cacheprovider $FAMILIES 2>&1 | tee "$OUT/test_families.log" | tail -4
   python3 -m pytest -q -n 16 -p no:cacheprovider tests/test_ops.py tests/test_capi.py -k "$SELECT" 2>&1 |
     tee "$OUT/test_ops.log" | tail -4
-  SAN="compute-sanitizer --error-exitcode 1"
+  SAN="env TC_SANITIZER=1 compute-sanitizer --error-exitcode 1"
   MARK="cuda and not device_assert and not compile and not large"
   $SAN --tool memcheck python3 -m pytest -q -p no:cacheprovider tests/test_embedding.py tests/test_adamw.py \
     tests/test_ops.py -k "$SELECT" -m "$MARK" 2>&1 |
@@ -45,7 +45,7 @@ matmul)
   python3 -m pytest -q -n 8 -p no:cacheprovider $MM 2>&1 | tee "$OUT/test_matmul.log" | tail -3
   python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_ops.py tests/test_capi.py \
     -k "matmul or linear or fused_linear" 2>&1 | tee "$OUT/test_matmul_ops.log" | tail -3
-  SAN="compute-sanitizer --error-exitcode 1"
+  SAN="env TC_SANITIZER=1 compute-sanitizer --error-exitcode 1"
   SEL="accumulat or split_k or 8292 or cuda_variants or more_tiles"
   $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul.py tests/test_linear.py \
     -k "$SEL" -m "cuda and not large" 2>&1 | tee "$OUT/memcheck_matmul.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
@@ -123,7 +123,7 @@ attn)
   # step 5; scripts/probe_racecheck_mbarrier.cu)
   python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_flash_attention.py -k "variants" 2>&1 |
     tee "$OUT/test_attn.log" | tail -3
-  SAN="compute-sanitizer --error-exitcode 1"
+  SAN="env TC_SANITIZER=1 compute-sanitizer --error-exitcode 1"
   $SAN --tool memcheck python3 -m pytest -q -x -p no:cacheprovider tests/test_flash_attention.py \
     -k "variants and wgmma and bfloat16" 2>&1 | tee "$OUT/memcheck_attn.log" | grep -E "ERROR SUMMARY|passed|failed" | tail -3
   $SAN --tool racecheck python3 -m pytest -q -x -p no:cacheprovider tests/test_flash_attention.py \

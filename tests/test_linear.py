@@ -69,8 +69,9 @@ def test_linear_act_every_path(dtype, device, activation, m, k, n):
 
 # Stream-K (matmul_core.h) in the weight gradient, after the fused GELU backward: x [8296, 1000] and
 # w [2104, 1000] make grad_weight 2104 x 1000 over the 8296 rows. Every extent is a multiple of 8, so TMA
-# reads the operands and the wgmma kernel runs: the runs' sum shows in the profile. (The forward never
-# splits K: linear has no workspace.) y, pre and the gradients as torch's.
+# reads the operands and the wgmma kernel runs: the runs' sum shows in the profile (before Hopper, split-K's).
+# (The forward never splits K: linear has no workspace.) y and the gradients as torch's, and the op's
+# weight and bias gradients as the unfused pair's.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 def test_linear_act_stream_k(dtype):
@@ -81,8 +82,16 @@ def test_linear_act_stream_k(dtype):
     check_op(ours, lambda x, w, b: _linear_act_ref(x, w, b, "gelu_tanh"), [x, w, b])
     y, pre = torch.ops.tinycuda.linear_act(x, w, b, "gelu_tanh", save_pre=True)
     g = torch.randn_like(y)
-    assert launched(lambda: torch.ops.tinycuda.linear_backward(g, x, w, [False, True, True], pre=pre,
-                                                               activation="gelu_tanh"), "sum_runs_kernel")
+    out = []
+    hopper = torch.cuda.get_device_capability() >= (9, 0)
+    assert launched(lambda: out.extend(torch.ops.tinycuda.linear_backward(g, x, w, [False, True, True], pre=pre,
+                                                                          activation="gelu_tanh")),
+                    "sum_runs_kernel" if hopper else "sum_slices_kernel")
+    ref = torch.ops.tinycuda.linear_backward(torch.ops.tinycuda.gelu_backward(g, pre, "tanh"), x, w,
+                                             [False, True, True])
+    torch.testing.assert_close(out[1], ref[1], rtol=0, atol=0)  # the same grad_P, the same product
+    exact = torch.ops.tinycuda.gelu_backward(g.double(), pre.double(), "tanh").sum(0)  # of the unrounded grad_P
+    torch.testing.assert_close(out[2].double(), exact, rtol=1e-2, atol=0.25)
 
 
 def test_linear_act_pre_needs_an_activation():
@@ -91,6 +100,19 @@ def test_linear_act_pre_needs_an_activation():
     x, w = torch.randn(4, 5).numpy(), torch.randn(3, 5).numpy()
     with pytest.raises(capi.CapiError, match=r"linear: pre is written only with an activation"):
         capi._linear("linear", x, w, None, "TC_ACT_NONE", True, 0, None, None, None)
+
+
+def test_linear_backward_core_checks_through_the_c_abi():
+    """The core's own checks, which a C caller meets (the doors refuse the same earlier, by name)."""
+    from tinycuda import capi
+    op = "linear_backward"
+    v = capi._check(op, {"g": torch.randn(4, 3).numpy(), "x": torch.randn(4, 5).numpy(), "w": torch.randn(3, 5).numpy()})
+    args = dict(M=4, N=3, K=5, grad_y=v["g"], x=v["x"], weight=v["w"], grad_x=None, grad_weight=None, grad_bias=None)
+    with pytest.raises(capi.CapiError, match=r"linear_backward: activation must be a tc_activation, got 7"):
+        capi._call(op, v["x"], activation=7, pre=None, **args)
+    with pytest.raises(capi.CapiError, match=r"linear_backward: pre \(the forward's P\) is given with an activation, "
+                                             r"and only then"):
+        capi._call(op, v["x"], activation="TC_ACT_NONE", pre=v["g"], **args)
 
 
 def test_linear_act_empty_batch_backward():
@@ -156,7 +178,13 @@ def test_linear_act_more_tiles_than_blocks(dtype, bias, algo):
 # (on CUDA with the bias's column sums in the same pass) and runs the products on it. Against the unfused
 # pair (the activation's own backward op, then linear_backward): the products bit for bit (the same grad_P,
 # rounded to the dtype), the bias as close as the dtype allows (CUDA sums grad_P before rounding). Rows over
-# several bias slices, an odd width (the unvectorized pass) and no rows at all.
+# several bias slices, an odd width (the unvectorized pass) and no rows at all; every output mask (each
+# output asked for alone and together, the bias alone: the pass without the products); and pre one element
+# off the 16-byte grid (the unvectorized pass at an aligned width): the same bits as an aligned pre.
+_MASKS = [[True, True, True], [False, True, True], [True, False, True], [True, False, False], [False, False, True],
+          [False, False, False]]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", list(_ACT_OP))
 @pytest.mark.parametrize("m,k,n", [(1000, 72, 264), (33, 17, 129), (0, 16, 24)], ids=str)
@@ -168,18 +196,24 @@ def test_linear_backward_with_the_activation(dtype, device, activation, m, k, n)
                "gelu": lambda: torch.ops.tinycuda.gelu_backward(grad, pre, "none"),
                "gelu_tanh": lambda: torch.ops.tinycuda.gelu_backward(grad, pre, "tanh")}[activation]()
     ref = torch.ops.tinycuda.linear_backward(unfused, x, w, [True, True, True])
-    ours = torch.ops.tinycuda.linear_backward(grad, x, w, [True, True, True], pre=pre, activation=activation)
-    torch.testing.assert_close(ours[0], ref[0], rtol=0, atol=0)
-    torch.testing.assert_close(ours[1], ref[1], rtol=0, atol=0)
-    if device == "cpu":
-        torch.testing.assert_close(ours[2], ref[2], rtol=0, atol=0)
-    else:
-        exact = unfused.double().sum(0)  # the bias of the rounded grad_P, in float64
-        torch.testing.assert_close(ours[2].double(), exact, rtol=2e-2 if dtype != torch.float32 else 1e-5,
-                                   atol=m * 2e-3 if dtype != torch.float32 else 1e-3)
-    skip_bias = torch.ops.tinycuda.linear_backward(grad, x, w, [True, False, False], pre=pre, activation=activation)
-    torch.testing.assert_close(skip_bias[0], ref[0], rtol=0, atol=0)
-    assert skip_bias[1].numel() == skip_bias[2].numel() == 0
+    exact = unfused.double().sum(0)  # the bias of the rounded grad_P, in float64
+    for mask in _MASKS:
+        ours = torch.ops.tinycuda.linear_backward(grad, x, w, mask, pre=pre, activation=activation)
+        for i in range(3):
+            if not mask[i]:
+                assert ours[i].numel() == 0, (mask, i)
+            elif i < 2 or device == "cpu":
+                torch.testing.assert_close(ours[i], ref[i], rtol=0, atol=0, msg=lambda e: f"{mask} {i}: {e}")
+            else:
+                torch.testing.assert_close(ours[2].double(), exact, rtol=2e-2 if dtype != torch.float32 else 1e-5,
+                                           atol=m * 2e-3 if dtype != torch.float32 else 1e-3)
+    if m * n > 0:
+        off = torch.empty(m * n + 1, device=device, dtype=dtype)[1:].view(m, n)
+        off.copy_(pre)
+        aligned = torch.ops.tinycuda.linear_backward(grad, x, w, [True, True, True], pre=pre, activation=activation)
+        for a, b in zip(torch.ops.tinycuda.linear_backward(grad, x, w, [True, True, True], pre=off,
+                                                           activation=activation), aligned):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_linear_backward_activation_and_pre_go_together():
@@ -196,18 +230,44 @@ def test_linear_backward_activation_and_pre_go_together():
     with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre must have grad_out's shape \[4, 5\], "
                                            r"got \[4, 4\]"):
         op(g, x, w, [True, True, True], pre=g[:, :4], activation="relu")
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre has dtype Double but grad_out has "
+                                           r"dtype Float"):
+        op(g, x, w, [True, True, True], pre=g.double(), activation="relu")
+    # torch.compile's fake kernel refuses what the op refuses (a wrong pre would otherwise fail only when run)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fg, fx, fw = (mode.from_tensor(t) for t in (g, x, w))
+        with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre must have grad_out's shape"):
+            op(fg, fx, fw, [True, True, True], pre=fg[:, :4], activation="relu")
+        with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre has dtype"):
+            op(fg, fx, fw, [True, True, True], pre=fg.double(), activation="relu")
 
 
-def test_linear_backward_with_the_activation_through_the_c_abi():
+@requires_cuda
+def test_linear_backward_pre_on_another_device():
+    x, w, g = torch.randn(4, 3), torch.randn(5, 3), torch.randn(4, 5)
+    with pytest.raises(RuntimeError, match=r"tinycuda::linear_backward: pre is on cuda:0 but grad_out is on cpu"):
+        torch.ops.tinycuda.linear_backward(g, x, w, [True, True, True], pre=g.cuda(), activation="relu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_backward_with_the_activation_through_the_c_abi(device):
+    """capi.linear_backward with pre and an activation: torch's op bit for bit (CUDA: the fused pass, its
+    workspace sized by capi's generic call), and the door's refusals named."""
     from tinycuda import capi
-    import numpy as np
-    x, w = np.random.randn(40, 6).astype(np.float32), np.random.randn(7, 6).astype(np.float32)
-    g, pre = np.random.randn(40, 7).astype(np.float32), np.random.randn(40, 7).astype(np.float32)
-    ours = capi.linear_backward(g, x, w, pre=pre, activation="gelu_tanh")
-    ref = torch.ops.tinycuda.linear_backward(*map(torch.from_numpy, (g, x, w)), [True, True, True],
-                                             pre=torch.from_numpy(pre), activation="gelu_tanh")
+    x, w = torch.randn(40, 8, device=device), torch.randn(16, 8, device=device)
+    g, pre = torch.randn(40, 16, device=device), torch.randn(40, 16, device=device)
+    as_capi = (lambda t: t.numpy()) if device == "cpu" else (lambda t: t)
+    ours = capi.linear_backward(*map(as_capi, (g, x, w)), pre=as_capi(pre), activation="gelu_tanh")
+    ref = torch.ops.tinycuda.linear_backward(g, x, w, [True, True, True], pre=pre, activation="gelu_tanh")
     for a, b in zip(ours, ref):
-        torch.testing.assert_close(torch.from_numpy(a), b, rtol=0, atol=0)
+        torch.testing.assert_close(torch.as_tensor(a, device=device), b, rtol=0, atol=0)
     with pytest.raises(ValueError, match=r"tinycuda.capi.linear_backward: pre \(the forward's P\) is given with an "
                                          r"activation, and only then"):
-        capi.linear_backward(g, x, w, activation="relu")
+        capi.linear_backward(*map(as_capi, (g, x, w)), activation="relu")
+    with pytest.raises(ValueError, match=r"tinycuda.capi.linear_backward: pre must have grad_out's shape"):
+        capi.linear_backward(*map(as_capi, (g, x, w)), pre=as_capi(pre[:, :8].contiguous()), activation="relu")
+    with pytest.raises(ValueError, match=r"tinycuda.capi.linear_backward: activation must be"):
+        capi.linear_backward(*map(as_capi, (g, x, w)), pre=as_capi(pre), activation="silu")
+
+

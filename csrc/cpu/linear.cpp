@@ -6,7 +6,8 @@
 #include "../shared/reduce_plan.h"
 #include "kit/pointwise.h"
 
-#include <vector>
+#include <memory>
+#include <new>
 
 tc_status tc_linear_cpu(const tc_linear_params* p) {
   TC_RETURN_IF_ERROR(linear_check(p));
@@ -40,12 +41,15 @@ tc_status tc_linear_backward_cpu(const tc_linear_backward_params* p) {
   const char* op = "linear_backward";
   TC_RETURN_IF_ERROR(linear_backward_check(p));
   if (linear_grad_p_bytes(p)) {  // the products and the bias read grad_P = grad_y * act'(P)
-    std::vector<unsigned char> grad_p(size_t(p->M * p->N) * tc_dtype_size(p->dtype));
+    // (not a vector: its M * N zeros would be overwritten, and an allocation that fails returns a status)
+    std::unique_ptr<unsigned char[]> grad_p(new (std::nothrow) unsigned char[size_t(p->M * p->N) *
+                                                                             tc_dtype_size(p->dtype)]);
+    TC_REQUIRE(grad_p, "%s: out of memory for grad_P (%lld x %lld)", op, (long long)p->M, (long long)p->N);
     TC_RETURN_IF_ERROR(with_act_backward(p->activation, [&](auto fn) {
-      return pointwise_cpu<true>(op, p->dtype, p->M * p->N, p->grad_y, p->pre, grad_p.data(), fn);
+      return pointwise_cpu<true>(op, p->dtype, p->M * p->N, p->grad_y, p->pre, grad_p.get(), fn);
     }));
     tc_linear_backward_params q = *p;
-    q.grad_y = grad_p.data(), q.pre = nullptr, q.activation = TC_ACT_NONE;
+    q.grad_y = grad_p.get(), q.pre = nullptr, q.activation = TC_ACT_NONE;
     return tc_linear_backward_cpu(&q);
   }
   if (p->grad_x) {

@@ -23,7 +23,7 @@ inline tc_status linear_backward_check(const tc_linear_backward_params* p) {
   TC_REQUIRE(p->activation >= TC_ACT_NONE && p->activation <= TC_ACT_GELU_TANH,
              "%s: activation must be a tc_activation, got %d", op, p->activation);
   TC_REQUIRE((p->activation == TC_ACT_NONE) == !p->pre || p->M * p->N == 0,
-             "%s: pre (P) is read with an activation, and only then", op);
+             "%s: pre (the forward's P) is given with an activation, and only then", op);
   return TC_OK;
 }
 

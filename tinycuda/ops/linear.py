@@ -6,11 +6,18 @@ formula, whose backward is the tinycuda::linear_backward op.
 """
 import torch
 
+from .. import _build
 from ._fake import register_fake
 
 __all__ = ["linear", "linear_act"]
 
-_ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+# tc_activation's names (linear.h): "none", then the activations linear_act takes
+_NAMES = [n.removeprefix("TC_ACT_").lower() for n in _build.enum_names("tc_activation")]
+
+
+def _one_of(names):
+    quoted = [f"'{n}'" for n in names]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 def linear(x, weight, bias=None):
@@ -39,19 +46,23 @@ def _linear_fake(x, weight, bias, algo, op="tinycuda::linear"):
 
 @register_fake("tinycuda::linear_act")
 def _linear_act_fake(x, weight, bias, activation, save_pre, algo):
-    torch._check(activation in _ACTIVATIONS,
-                 lambda: f"tinycuda::linear_act: activation must be 'relu', 'gelu' or 'gelu_tanh', got '{activation}'")
+    torch._check(activation in _NAMES[1:],
+                 lambda: f"tinycuda::linear_act: activation must be {_one_of(_NAMES[1:])}, got '{activation}'")
     y = _linear_fake(x, weight, bias, algo, "tinycuda::linear_act")
     return y, y.new_empty(y.shape if save_pre else (0,))
 
 
 @register_fake("tinycuda::linear_backward")
 def _linear_backward_fake(grad_out, x, weight, output_mask, pre, activation, algo):
-    torch._check(activation == "none" or activation in _ACTIVATIONS,
-                 lambda: "tinycuda::linear_backward: activation must be 'none', 'relu', 'gelu' or 'gelu_tanh', "
-                         f"got '{activation}'")
+    op = "tinycuda::linear_backward"
+    torch._check(activation in _NAMES, lambda: f"{op}: activation must be {_one_of(_NAMES)}, got '{activation}'")
     torch._check((activation == "none") == (pre is None),
-                 lambda: "tinycuda::linear_backward: pre (the forward's P) is given with an activation, and only then")
+                 lambda: f"{op}: pre (the forward's P) is given with an activation, and only then")
+    if pre is not None:  # as the torch door checks it (csrc/torch/linear.cpp)
+        torch._check(pre.shape == grad_out.shape,
+                     lambda: f"{op}: pre must have grad_out's shape {list(grad_out.shape)}, got {list(pre.shape)}")
+        torch._check(pre.dtype == grad_out.dtype,
+                     lambda: f"{op}: pre has dtype {pre.dtype} but grad_out has dtype {grad_out.dtype}")
     return (
         x.new_empty(x.shape if output_mask[0] else (0,)),
         x.new_empty(weight.shape if output_mask[1] else (0,)),

@@ -12,7 +12,10 @@
  *                 workspace of tc_linear_backward_workspace_size() bytes)
  *   With an activation, grad_y is the gradient of act(P), P at pre: the
  *   three use grad_P = grad_y * act'(P) instead, made in one pass with
- *   grad_bias's partial sums (the workspace holds grad_P on CUDA).
+ *   grad_bias's partial sums (the workspace holds grad_P on CUDA). The
+ *   products read grad_P rounded to the dtype on both devices; grad_bias
+ *   sums it unrounded (the accumulator type) on CUDA, rounded on the CPU,
+ *   so for float16/bfloat16 the two differ by more than the order of adds.
  * All three products are the matmul family's, with the operands' strides
  * swapped, so no operand is ever transposed in memory. */
 #ifndef TINYCUDA_LINEAR_H

@@ -16,10 +16,13 @@
  * not rounded to dtype) serve chunked products that sum into one buffer, as
  * fused_linear_cross_entropy's float32 grad_weight over token chunks; neither
  * takes an activation.
- * Few output tiles and a long K (float32/float64 on CUDA), or one output row
- * or column (a GEMV), split K across blocks; the partial products are added
- * in a fixed order (deterministic). Not with accumulate or c_float: those
- * run the tile kernels.
+ * Few output tiles and a long K, or one output row or column (a GEMV), split
+ * K across blocks on CUDA when the workspace allows (tc_matmul_workspace_size):
+ * slices in any dtype, or for float16/bfloat16 on Hopper stream-K's runs (a
+ * tile's tail and the next tile's head each). The partial products are added
+ * in a fixed order (deterministic), the bias with them, and the activation
+ * after, as the tile kernels' epilogue computes it. Not with accumulate or
+ * c_float: those run the tile kernels.
  * Backward is two more products of this family with swapped strides:
  *   grad_A = grad_P @ B^T,  grad_B = A^T @ grad_P
  * (summed over z where an operand was broadcast), grad_P = grad_C without an
