@@ -658,15 +658,6 @@ tc_status launch_backward(const norms::Backward& b) {
                                     gw ? gb : nullptr, stream);
 }
 
-// 16-byte vectors when every row starts 16-byte aligned, else single elements.
-template <class T>
-bool vectorizable(int64_t cols, std::initializer_list<const void*> ptrs) {
-  if (cols % Vec<T>::size != 0) return false;
-  for (const void* p : ptrs)
-    if (!aligned16(p)) return false;
-  return true;
-}
-
 // Which kernels a family's file instantiates: layer_norm the plain ones (it
 // has no options), add_rms_norm those with options (OPT: they run any call),
 // rms_norm both, the plain ones for calls without options.
@@ -690,7 +681,7 @@ tc_status norm_forward_cuda(const norms::Forward& f) {
       constexpr int V = decltype(vec)::value;
       return with_options<KERNELS>(options, [&](auto opt) { return launch_forward<T, RMS, V, opt()>(f); });
     };
-    if (vectorizable<T>(f.cols, {f.x, f.y, f.weight, f.bias, f.residual, f.sum}))
+    if (rows_vectorizable<T>(f.cols, {f.x, f.y, f.weight, f.bias, f.residual, f.sum}))
       return launch(std::integral_constant<int, Vec<T>::size>{});
     return launch(std::integral_constant<int, 1>{});
   });
@@ -717,7 +708,7 @@ tc_status norm_backward_cuda(const norms::Backward& b) {
       constexpr int V = decltype(vec)::value;
       return with_options<KERNELS>(options, [&](auto opt) { return launch_backward<T, RMS, V, opt()>(b); });
     };
-    if (vectorizable<T>(b.cols, {b.grad_y, b.x, b.weight, b.grad_x, b.grad_sum}))
+    if (rows_vectorizable<T>(b.cols, {b.grad_y, b.x, b.weight, b.grad_x, b.grad_sum}))
       return launch(std::integral_constant<int, Vec<T>::size>{});
     return launch(std::integral_constant<int, 1>{});
   });

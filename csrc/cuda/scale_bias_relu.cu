@@ -62,12 +62,6 @@ struct SbrBackward {
   }
 };
 
-bool vectorizable(int64_t cols, size_t elem, std::initializer_list<const void*> ptrs) {
-  if ((cols * int64_t(elem)) % 16 != 0) return false;
-  for (const void* p : ptrs)
-    if (p && !aligned16(p)) return false;
-  return true;
-}
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -91,7 +85,7 @@ tc_status tc_scale_bias_relu_cuda(const tc_scale_bias_relu_params* p) {
           static_cast<const T*>(p->x), static_cast<const T*>(p->bias), static_cast<T*>(p->y),
           p->rows, p->cols, acc_t<T>(p->scale));
     };
-    if (vectorizable(p->cols, sizeof(T), {p->x, p->bias, p->y}))
+    if (rows_vectorizable<T>(p->cols, {p->x, p->bias, p->y}))
       launch(std::integral_constant<int, Vec<T>::size>{});
     else
       launch(std::integral_constant<int, 1>{});

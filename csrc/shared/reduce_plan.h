@@ -38,8 +38,9 @@ inline int64_t column_chunks(int64_t reduce, int64_t columns) {
 
 inline size_t acc_bytes(tc_dtype dtype) { return dtype == TC_FLOAT64 ? 8 : 4; }
 
-// A bias gradient's per-slice partials (cuda/kit/colsum.cuh): column_chunks
-// rows of cols accumulators, none for one slice.
+// A column reduction's per-slice partials (a sum over an inner dim, a bias
+// gradient by cuda/kit/colsum.cuh): column_chunks rows of cols accumulators,
+// none for one slice.
 inline size_t column_partials_bytes(int64_t rows, int64_t cols, tc_dtype dtype) {
   if (rows <= 0 || cols <= 0) return 0;
   const int64_t chunks = column_chunks(rows, cols);
@@ -53,8 +54,7 @@ inline size_t sum_workspace(tc_dtype dtype, int64_t outer, int64_t reduce, int64
     int64_t s = row_splits(outer, reduce);
     return s > 1 ? size_t(outer * s) * acc_bytes(dtype) : 0;
   }
-  int64_t c = column_chunks(reduce, outer * inner);
-  return c > 1 ? size_t(c * outer * inner) * acc_bytes(dtype) : 0;
+  return column_partials_bytes(reduce, outer * inner, dtype);
 }
 
 }  // namespace plan

@@ -22,46 +22,23 @@
 
 namespace colsum {
 // 2 rows in flight a thread and at least 4 blocks an SM (64 registers): GPT-2's GELU backward, 16384 x 3072
-// bf16, took 89.5 us against 118 with 4 rows and no bound (128 registers, 2 blocks an SM), where a plain
-// pointwise pass without the sums takes 77 (H200, /work/notes/colsum_probe.cu).
+// bf16, took 89.5 us against 118 with 4 rows and no bound (128 registers, 2 blocks an SM), where the plain
+// pointwise pass without the sums takes 77 (H200, scripts/colsum_probe.cu; BENCHMARKS, GPT step 13). Tuned
+// there only: scale_bias_relu's float32 bench held (0 of 15 slower); float32 and float64 GELU not measured.
 constexpr int kUnroll = 2;
 constexpr int kMinBlocks = 4;
 constexpr int kRows = plan::kBlockRows;
 }  // namespace colsum
 
-// VEC columns of a row at column c, as the accumulator type (VEC 1: one).
-template <class T, int VEC>
-__device__ __forceinline__ void load_cols(const T* p, int64_t c, acc_t<T> (&out)[VEC]) {
-  if constexpr (VEC > 1) {
-    Vec<T> v = load_vec(p + c);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) out[j] = to_acc(v.v[j]);
-  } else {
-    out[0] = to_acc(p[c]);
-  }
-}
-
-template <class T, int VEC>
-__device__ __forceinline__ void store_cols(T* p, int64_t c, const acc_t<T> (&in)[VEC]) {
-  if constexpr (VEC > 1) {
-    Vec<T> v;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) v.v[j] = from_acc<T>(in[j]);
-    store_vec(p + c, v);
-  } else {
-    p[c] = from_acc<T>(in[0]);
-  }
-}
-
 // Block (bx, by): columns [bx*32*VEC, +32*VEC), rows [by*len, (by+1)*len).
 // out NULL: only the bias; partial and gb NULL: no bias (one slice: gb
-// directly).
-template <class T, int VEC, class F>
-__global__ void __launch_bounds__(32 * colsum::kRows, colsum::kMinBlocks)
+// directly). kUnroll and kMinBlocks other than colsum's: the probe's sweep.
+template <class T, int VEC, class F, int kUnroll = colsum::kUnroll, int kMinBlocks = colsum::kMinBlocks>
+__global__ void __launch_bounds__(32 * colsum::kRows, kMinBlocks)
 colsum_backward_kernel(const T* __restrict__ g, const T* __restrict__ aux, T* __restrict__ out,
                        acc_t<T>* __restrict__ partial, T* __restrict__ gb, int64_t rows, int64_t cols, F f) {
   using A = acc_t<T>;
-  using colsum::kRows, colsum::kUnroll;
+  using colsum::kRows;
   __shared__ A tile[kRows][32 * VEC + 1];
   const int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * VEC;
   const int64_t len = plan::ceil_div(rows, gridDim.y);

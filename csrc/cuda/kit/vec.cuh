@@ -7,7 +7,11 @@
 // written once that should not push out lines other blocks will still read
 // (cross_entropy's second pass). prefetch_l2 asks L2 for a range a block will
 // read soon (the norms' backward: its next rows while it reduces these).
+// load_cols / store_cols move VEC columns of a row as the accumulator type,
+// and rows_vectorizable says whether a launcher may take the Vec path.
 #pragma once
+#include <initializer_list>
+
 #include "cuda_utils.cuh"
 
 template <class T, int N = int(16 / sizeof(T))>
@@ -42,4 +46,39 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
 #endif
+}
+
+// VEC columns of a row at column c, as the accumulator type (VEC 1: one):
+// the row-tiled kernels' loads (scale_bias_relu, kit/colsum.cuh).
+template <class T, int VEC>
+__device__ __forceinline__ void load_cols(const T* p, int64_t c, acc_t<T> (&out)[VEC]) {
+  if constexpr (VEC > 1) {
+    Vec<T> v = load_vec(p + c);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = to_acc(v.v[j]);
+  } else {
+    out[0] = to_acc(p[c]);
+  }
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ void store_cols(T* p, int64_t c, const acc_t<T> (&in)[VEC]) {
+  if constexpr (VEC > 1) {
+    Vec<T> v;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v.v[j] = from_acc<T>(in[j]);
+    store_vec(p + c, v);
+  } else {
+    p[c] = from_acc<T>(in[0]);
+  }
+}
+
+// Whether rows of `cols` elements of T at each of ptrs (NULL ones skipped)
+// can move as Vec<T>: every row starts on the 16-byte grid.
+template <class T>
+inline bool rows_vectorizable(int64_t cols, std::initializer_list<const void*> ptrs) {
+  if ((cols * int64_t(sizeof(T))) % 16 != 0) return false;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;  // aligned16(NULL) holds
+  return true;
 }
