@@ -103,7 +103,7 @@ tc_status launch_colsum_backward(const char* op, int64_t rows, int64_t cols, con
     colsum_backward_kernel<T, V><<<grid, dim3(32, colsum::kRows), 0, stream>>>(g, aux, out, partial, gb, rows,
                                                                                cols, f);
   };
-  if ((cols * int64_t(sizeof(T))) % 16 == 0 && aligned16(g) && aligned16(aux) && (!out || aligned16(out)))
+  if (rows_vectorizable<T>(cols, {g, aux, out}))
     launch(std::integral_constant<int, Vec<T>::size>{});
   else
     launch(std::integral_constant<int, 1>{});
