@@ -39,7 +39,10 @@ def _inductor_cache_for_these_sources():
                 if f.endswith((".py", ".cpp", ".cu", ".cuh", ".h")):
                     with open(os.path.join(d, f), "rb") as fh:
                         crc = zlib.crc32(fh.read(), crc)
-    return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"torchinductor_tinycuda_{crc:08x}")
+    # One directory per xdist worker: two workers compiling the same graph into one shared directory
+    # raced, and one loaded the other's half-written .so ("file too short", CI of b93511f).
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"torchinductor_tinycuda_{crc:08x}_{worker}")
 
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", _inductor_cache_for_these_sources())

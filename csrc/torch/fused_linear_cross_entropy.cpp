@@ -168,7 +168,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
 
   at::Tensor loss = red == TC_REDUCTION_NONE ? row_loss : row_loss.sum();
   if (mean && row_z.defined())
-    loss = (row_loss - row_z).sum().div(w_valid).add(row_z.sum().div(n_valid));
+    loss = row_loss.sub(row_z).sum().div(w_valid).add(row_z.sum().div(n_valid));
   else if (mean)
     loss = loss.div(weighted ? w_valid : n_valid);
   loss = loss.to(h.scalar_type());

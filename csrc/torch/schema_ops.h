@@ -6,7 +6,7 @@
 // grad_out the first's), which op and direction a dispatcher handle is, and
 // the registration of one boxed kernel behind every op of the list.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 #include <string>
 #include <type_traits>

@@ -3,7 +3,14 @@
 // tensor's device and current stream.
 #pragma once
 #include <torch/library.h>
-#include <ATen/ATen.h>
+// The tensor class and the few at:: functions the door calls, not <ATen/ATen.h>
+// (every at:: function): 11 s less per file to parse, ~6 CPU-minutes a build.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/zeros.h>
 #ifdef TC_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
