@@ -95,9 +95,10 @@ def test_cuda_library_builds_for_sm80_and_sm90a():
     ptxas, and host code at -O0. ptxas took ~60% of the time (matmul.cu: 25 s to
     PTX, 59 s to SASS, one arch), the -O3 host code of the .cpp files (the CPU
     kernels again) most of the rest (cpu/reduce.cpp: 98 s at -O3, 16 s at -O0).
-    Then the device optimizer was the critical path of CI (this test ran 22 of
-    its 29.5 minutes; matmul.cu to PTX 45.6 s with it, 10.5 s with -Xcicc -O0):
-    without it the whole check takes 2.4 minutes on 2 idle cores. The GPU
+    Then the device optimizer made this the longest test by far (1,311 s in a
+    local run on 2 busy cores, when CI took 29.5 minutes; matmul.cu to PTX 45.6 s
+    with it, 10.5 s with -Xcicc -O0): without it the whole check takes 2.4
+    minutes on 2 idle cores. The GPU
     machine's `make install` builds the same library for both archs down to SASS."""
     out = os.path.join(os.path.dirname(_build.CSRC), "build", "nvcc-check")
     archs = "CUDA_ARCHS=-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90a,code=compute_90a"
