@@ -6,8 +6,9 @@ kernels are not tinycuda's.
 Runs warm-up steps, then one step (forward, backward, clipping, AdamW) under
 torch.profiler. A kernel is someone else's when its name is torch's, Triton's
 or a library's (tinycuda.gpt.kernel_owners); each such kernel is listed with
-the innermost op that launched it. Memcpy and memset are reported apart. Then
-the step's kernels by total time, whoever's. --backend torch or compile
+the innermost op that launched it. Memcpy and memset are reported apart, and
+the GPU's busy time (gpu_time) against the span of the step's kernels: the
+idle gaps between them. Then the step's kernels by total time, whoever's. --backend torch or compile
 profiles gpt train's other backends the same way (every kernel foreign), to
 see where a step's time differs.
 """
@@ -19,6 +20,22 @@ import torch
 
 sys.path.insert(0, ".")
 from tinycuda import gpt  # noqa: E402
+
+
+def gpu_time(prof):
+    """(busy, span) in us: the union of the GPU events' intervals, and the first one's start to the last one's
+    end; span - busy is the time the GPU sat idle between them. Where kernels overlap (programmatic dependent
+    launch: a kernel's interval opens while the one before it runs, its blocks waiting in griddepcontrol.wait;
+    BENCHMARKS, GPT step 14), their durations add up to more than the GPU spent, and "ms of kernels" with them."""
+    iv = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                if e.device_type == torch.autograd.DeviceType.CUDA)
+    busy, end = 0, None
+    for start, stop in iv:
+        if end is None or start >= end:
+            busy, end = busy + stop - start, stop
+        elif stop > end:
+            busy, end = busy + stop - end, stop
+    return busy, (max(stop for _, stop in iv) - iv[0][0] if iv else 0)
 
 
 def main():
@@ -61,6 +78,10 @@ def main():
     total, foreign, by_kernel, calls = gpt.kernel_owners(prof)
     step_us = sum(total.values()) or 1
     print(f"step: {step_us / 1e3:.2f} ms of kernels; " + ", ".join(f"{k} {v / step_us:.1%}" for k, v in total.items()))
+    busy, span = gpu_time(prof)
+    if span:
+        print(f"GPU: busy {busy / 1e3:.2f} ms (the union of its kernels' intervals), first start to last end "
+              f"{span / 1e3:.2f} ms, idle {(span - busy) / 1e3:.2f} ms")
     print("kernels not tinycuda's (op -> kernel: ms):")
     for (op, name), us in foreign.most_common(40):
         print(f"  {us / 1e3:8.3f}  {op:40s} {name}")
@@ -70,7 +91,8 @@ def main():
     print(prof.key_averages().table(sort_by="cuda_time_total" if a.device == "cuda" else "cpu_time_total",
                                     row_limit=30, max_name_column_width=60))
     if a.json:
-        json.dump({"total_us": dict(total), "foreign": [[op, k, us] for (op, k), us in foreign.most_common()],
+        json.dump({"total_us": dict(total), "busy_us": busy, "span_us": span,
+                   "foreign": [[op, k, us] for (op, k), us in foreign.most_common()],
                    "kernels": [[k, calls[k], us] for k, us in by_kernel.most_common()]},
                   open(a.json, "w"), indent=1)
 
