@@ -8,9 +8,9 @@ torch.profiler. A kernel is someone else's when its name is torch's, Triton's
 or a library's (tinycuda.gpt.kernel_owners); each such kernel is listed with
 the innermost op that launched it. Memcpy and memset are reported apart, and
 the GPU's busy time (gpu_time) against the span of the step's kernels: the
-idle gaps between them. Then the step's kernels by total time, whoever's. --backend torch or compile
-profiles gpt train's other backends the same way (every kernel foreign), to
-see where a step's time differs.
+idle gaps between them. Then the step's kernels by total time, whoever's.
+--backend torch or compile profiles gpt train's other backends the same way
+(every kernel foreign), to see where a step's time differs.
 """
 import argparse
 import json
@@ -35,7 +35,7 @@ def gpu_time(prof):
             busy, end = busy + stop - start, stop
         elif stop > end:
             busy, end = busy + stop - end, stop
-    return busy, (max(stop for _, stop in iv) - iv[0][0] if iv else 0)
+    return busy, (end - iv[0][0] if iv else 0)
 
 
 def main():

@@ -98,8 +98,8 @@ def test_cuda_library_builds_for_sm80_and_sm90a():
     Then the device optimizer made this the longest test by far (1,311 s in a
     local run on 2 busy cores, when CI took 29.5 minutes; matmul.cu to PTX 45.6 s
     with it, 10.5 s with -Xcicc -O0): without it the whole check takes 2.4
-    minutes on 2 idle cores. The GPU
-    machine's `make install` builds the same library for both archs down to SASS."""
+    minutes on 2 idle cores. The GPU machine's `make install` builds the same
+    library for both archs down to SASS."""
     out = os.path.join(os.path.dirname(_build.CSRC), "build", "nvcc-check")
     archs = "CUDA_ARCHS=-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90a,code=compute_90a"
     r = subprocess.run(["make", "-C", _build.CSRC, "USE_CUDA=1", "OPT=-O0", "NVCC_EXTRA=-Xcicc -O0", archs,
