@@ -12,8 +12,9 @@ runs the forward and backward is a kernel set (`kernels=`):
               residual add with the LayerNorm after it, whose backward also
               sums the stream's two gradients), linear, linear_act (bias +
               GELU in the GEMM's epilogue), flash_attention,
-              fused_linear_cross_entropy (the head and the loss without the
-              [tokens, vocab] logits)
+              fused_linear_cross_entropy (the head and the loss in one op,
+              its gradients made in the forward; the [tokens, vocab] logits
+              in one chunk up to LOSS_CHUNK_BYTES, in several past it)
     torch     torch.nn.functional: the baseline (torch.compile it for the
               compiled baseline)
 
@@ -42,6 +43,10 @@ class GPTConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"GPTConfig: n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
 
+
+# The most the head's logits take at once in the tinycuda kernel set (the torch backends hold them whole):
+# GPT-2's 16 x 1024 tokens x 50,304 bf16 logits take 1.65 GB, one chunk.
+LOSS_CHUNK_BYTES = 4 << 30
 
 PRESETS = {
     # trains to a visibly lower loss on 2 CPU cores in about a minute
@@ -122,10 +127,17 @@ class _TinycudaKernels:
         return self.ops.flash_attention_qkvpacked(qkv, causal=True)
 
     def loss(self, h, weight, targets):
-        # the head's weight gradient summed over the chunks in float32 (under autocast the weight is bf16:
-        # its own dtype would round once a chunk, where torch's one GEMM rounds once)
-        accum = torch.float32 if weight.dtype != torch.float64 else None
-        return self.ops.fused_linear_cross_entropy(h, weight, targets, accum_dtype=accum)
+        # The head's [tokens, vocab] logits in one chunk where they take at most LOSS_CHUNK_BYTES, as the torch
+        # backends hold them whole: the op's own rule (Liger's, memory first) cuts GPT-2's 16 x 1024 tokens into
+        # 16 chunks of 1024, whose products are short GEMMs (K = 1024 for grad_weight, which reads and writes
+        # its float32 accumulator 16 times). H200, gpt train --preset gpt2 --batch-size 16 --master-weights:
+        # 477k tokens/s at 1024 rows a chunk, 494k at 4096, 502k in one chunk (BENCHMARKS, GPT step 15).
+        n, vocab = h.shape[0], weight.shape[0]
+        chunk = max(1, min(n, LOSS_CHUNK_BYTES // max(1, vocab * h.element_size())))
+        # several chunks sum the weight gradient in float32 (a bf16 weight's own dtype would round once a
+        # chunk, where torch's one GEMM rounds once); one chunk rounds once either way
+        accum = torch.float32 if chunk < n and weight.dtype != torch.float64 else None
+        return self.ops.fused_linear_cross_entropy(h, weight, targets, chunk_size=chunk, accum_dtype=accum)
 
 
 def kernel_set(name):
