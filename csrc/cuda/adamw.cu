@@ -27,6 +27,7 @@
 
 #include "../shared/adamw_math.h"
 #include "kit/cuda_utils.cuh"
+#include "kit/pdl.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -92,6 +93,7 @@ template <class T, bool MASTER> struct AdamwArgs {
 
 template <class T, bool MASTER>
 __global__ void __launch_bounds__(kThreads) adamw_kernel(const __grid_constant__ AdamwArgs<T, MASTER> a) {
+  pdl_start();
   using A = acc_t<T>;
   using S = std::conditional_t<MASTER, float, T>;
   const int t = a.b.tensor[blockIdx.x];
@@ -141,6 +143,7 @@ constexpr int kNormTensors = 96;
 template <class T>
 __global__ void __launch_bounds__(kThreads) l2norm_chunks_kernel(const __grid_constant__ Batch<1, kNormTensors> b,
                                                                   acc_t<T>* partial) {
+  pdl_start();
   using A = acc_t<T>;
   __shared__ A scratch[32];
   const int t = b.tensor[blockIdx.x];
@@ -174,6 +177,7 @@ __global__ void __launch_bounds__(kThreads) l2norm_chunks_kernel(const __grid_co
 // block's fixed tree; the square root.
 template <class A>
 __global__ void __launch_bounds__(1024) l2norm_finish_kernel(const A* partial, int64_t chunks, A* norm) {
+  pdl_start();
   __shared__ A scratch[32];
   A s = 0;
   for (int64_t i = threadIdx.x; i < chunks; i += 1024) s += partial[i];
@@ -203,8 +207,7 @@ tc_status tc_adamw_cuda(const tc_adamw_params* p) {
                                      MASTER ? p->master : p->params};
       return for_each_batch<5, kAdamwTensors>(p->count, p->numel, lists, [&](const auto& b, int blocks) {
         args.b = b;
-        adamw_kernel<T, MASTER><<<blocks, kThreads, 0, as_stream(p->stream)>>>(args);
-        return check_launch(op);
+        return launch_pdl(op, adamw_kernel<T, MASTER>, blocks, kThreads, 0, as_stream(p->stream), args);
       });
     };
     if constexpr (sizeof(T) == 2) {
@@ -227,12 +230,11 @@ tc_status tc_multi_tensor_l2norm_cuda(const tc_multi_tensor_l2norm_params* p) {
     A* partial = static_cast<A*>(p->workspace);
     const void* const* lists[1] = {p->tensors};
     const tc_status s = for_each_batch<1, kNormTensors>(p->count, p->numel, lists, [&](const auto& b, int blocks) {
-      l2norm_chunks_kernel<T><<<blocks, kThreads, 0, as_stream(p->stream)>>>(b, partial);
-      return check_launch(op);
+      return launch_pdl(op, l2norm_chunks_kernel<T>, blocks, kThreads, 0, as_stream(p->stream), b, partial);
     });
     if (s != TC_OK) return s;
     // no chunks (no elements): the finish kernel writes sqrt(0) = 0
-    l2norm_finish_kernel<A><<<1, 1024, 0, as_stream(p->stream)>>>(partial, chunks, static_cast<A*>(p->norm));
-    return check_launch(op);
+    return launch_pdl(op, l2norm_finish_kernel<A>, 1, 1024, 0, as_stream(p->stream), partial, chunks,
+                      static_cast<A*>(p->norm));
   });
 }

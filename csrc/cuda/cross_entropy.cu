@@ -60,6 +60,7 @@
 #include "tinycuda/cross_entropy.h"
 #include "../shared/cross_entropy_math.h"
 #include "../shared/softmax_math.h"
+#include "kit/pdl.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -310,6 +311,7 @@ ce_forward_kernel(const T* logits, const int64_t* __restrict__ target, T* grad, 
                   const acc_t<T>* __restrict__ wsum_p, float* __restrict__ row_correct,
                   float* __restrict__ correct_rows, const T* __restrict__ grad_loss, int grad_loss_per_row,
                   int grad_in_place) {
+  pdl_start();
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = (WIDTH < 256 ? 256 : WIDTH) / WIDTH;
   constexpr int kU = kUnroll * kWide<T, WIDTH>, kU2 = kUnroll2 * kWide<T, WIDTH>;
@@ -616,6 +618,7 @@ template <class T, int VEC>
 __global__ void __launch_bounds__(256)
 ce_backward_kernel(T* __restrict__ grad, const T* __restrict__ scale, int64_t rows, int64_t cols,
                    int per_row) {
+  pdl_start();
   using A = acc_t<T>;
   const int64_t nvec = cols / VEC;
   const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -733,13 +736,11 @@ tc_status tc_cross_entropy_cuda(const tc_cross_entropy_params* p) {
       unsigned grid = 1;
       TC_RETURN_IF_ERROR(persistent_grid(op, kernel, threads, (rows + rows_per_block - 1) / rows_per_block,
                                          rows_per_block * int64_t(cols) * int64_t(sizeof(T)), &grid));
-      kernel<<<grid, threads, 0, stream>>>(x, p->target, g, rows, cols, p->ignore_index,
-                                           A(p->label_smoothing), A(p->softcap), A(p->lse_square_scale),
-                                           g ? n_valid : nullptr, row_loss, loss_rows, row_z, z_rows,
-                                           static_cast<const T*>(p->weight), g ? w_div : nullptr, wsum,
-                                           row_correct, correct_rows, static_cast<const T*>(p->grad_loss),
-                                           p->grad_loss_per_row, p->grad_in_place);
-      return check_launch(op);
+      return launch_pdl(op, kernel, grid, threads, 0, stream, x, p->target, g, rows, cols, p->ignore_index,
+                        A(p->label_smoothing), A(p->softcap), A(p->lse_square_scale), g ? n_valid : nullptr, row_loss,
+                        loss_rows, row_z, z_rows, static_cast<const T*>(p->weight), g ? w_div : nullptr, wsum,
+                        row_correct, correct_rows, static_cast<const T*>(p->grad_loss), p->grad_loss_per_row,
+                        p->grad_in_place);
     };
     // Rows start 16-byte aligned or not (odd V); vectors need grad and logits
     // to be misaligned alike (always so in place or for fresh buffers).
@@ -811,14 +812,12 @@ tc_status tc_cross_entropy_backward_cuda(const tc_cross_entropy_backward_params*
       const int64_t col_blocks = (p->cols / V + 255) / 256;
       int64_t gx = (2048 + gy - 1) / gy;
       gx = gx < col_blocks ? gx : col_blocks;
-      ce_backward_kernel<T, V><<<dim3(unsigned(gx < 1 ? 1 : gx), unsigned(gy)), 256, 0, as_stream(p->stream)>>>(
-          static_cast<T*>(p->grad_logits), static_cast<const T*>(p->grad_loss), p->rows, p->cols, p->per_row);
+      return launch_pdl(op, ce_backward_kernel<T, V>, dim3(unsigned(gx < 1 ? 1 : gx), unsigned(gy)), 256, 0,
+                        as_stream(p->stream), static_cast<T*>(p->grad_logits), static_cast<const T*>(p->grad_loss),
+                        p->rows, p->cols, p->per_row);
     };
     const bool rows_aligned = p->rows == 1 || (p->cols * int64_t(sizeof(T))) % 16 == 0;
-    if (aligned16(p->grad_logits) && rows_aligned)
-      launch(std::integral_constant<int, Vec<T>::size>{});
-    else
-      launch(std::integral_constant<int, 1>{});
-    return check_launch(op);
+    return aligned16(p->grad_logits) && rows_aligned ? launch(std::integral_constant<int, Vec<T>::size>{})
+                                                     : launch(std::integral_constant<int, 1>{});
   });
 }

@@ -174,6 +174,7 @@
 #include "../shared/flash_attention_plan.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/mma.cuh"
+#include "kit/pdl.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -1248,6 +1249,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                        const __grid_constant__ CUtensorMap tv, const Fwd<T> a, int64_t q_tiles) {
+  pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = kBN<D>, kBoxes = D / 64;
   extern __shared__ unsigned char smem_raw[];
@@ -1440,8 +1442,7 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
   const int64_t q_tiles = (a.seqlen_q + kBM - 1) / kBM, blocks = a.batch * a.heads_q * q_tiles;
   TC_REQUIRE(blocks <= INT32_MAX, "%s: %lld blocks of %d query rows are too many for one launch", op,
              (long long)blocks, kBM);
-  kernel<<<unsigned(blocks), kThreads3, kSmem<D>, stream>>>(tq, tk, tv, a, q_tiles);
-  return check_launch(op);
+  return launch_pdl(op, kernel, unsigned(blocks), kThreads3, kSmem<D>, stream, tq, tk, tv, a, q_tiles);
 }
 
 // ---------------------------------------------------------------------------
@@ -1548,6 +1549,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_dq_ds_kernel(const __grid_constant__ CUtensorMap tds, const __grid_constant__ CUtensorMap tk,
                        const Bwd<T> a, int64_t q_tiles) {
+  pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BM = kBwdRows, BN = kBwdTile, D = 64;
   extern __shared__ unsigned char smem_raw[];
@@ -1646,6 +1648,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
 attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
                           const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                           const Bwd<T> a, int64_t q_tiles) {
+  pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BM = kBwdRows, BN = kBwdTile, kBoxes = D / 64;
   extern __shared__ unsigned char smem_raw[];
@@ -1780,6 +1783,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
 attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                            const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
                            const __grid_constant__ CUtensorMap tds, const Bwd<T> a, int64_t k_tiles) {
+  pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = kBwdRows, BM = kBwdTile, kBoxes = D / 64;
   extern __shared__ unsigned char smem_raw[];
@@ -2075,21 +2079,18 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cud
       auto dq = attention_dq_ds_kernel<T>;
       static std::atomic<uint64_t> dq_set{0};
       TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqDsSmem, dq_set));
-      dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, m.ds,
-                                                                     a, k_tiles);
-      TC_RETURN_IF_ERROR(check_launch(op));
-      dq<<<unsigned(dq_blocks), kThreads3, kDqDsSmem, stream>>>(m.ds, m.k_tile, a, q_tiles);
-      return check_launch(op);
+      TC_RETURN_IF_ERROR(launch_pdl(op, dkv, unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream, m.k_rows, m.v_rows,
+                                    m.q_tile, m.g_tile, m.ds, a, k_tiles));
+      return launch_pdl(op, dq, unsigned(dq_blocks), kThreads3, kDqDsSmem, stream, m.ds, m.k_tile, a, q_tiles);
     }
   }
   auto dq = attention_dq_wgmma_kernel<T, D>;
   static std::atomic<uint64_t> dq_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, dq, kDqSmem<D>, dq_set));
-  dq<<<unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream>>>(m.q_rows, m.g_rows, m.k_tile, m.v_tile, a, q_tiles);
-  TC_RETURN_IF_ERROR(check_launch(op));
-  dkv<<<unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream>>>(m.k_rows, m.v_rows, m.q_tile, m.g_tile, m.ds, a,
-                                                                 k_tiles);
-  return check_launch(op);
+  TC_RETURN_IF_ERROR(launch_pdl(op, dq, unsigned(dq_blocks), kThreads3, kDqSmem<D>, stream, m.q_rows, m.g_rows,
+                                m.k_tile, m.v_tile, a, q_tiles));
+  return launch_pdl(op, dkv, unsigned(dkv_blocks), kThreads3, kDkvSmem<D>, stream, m.k_rows, m.v_rows, m.q_tile,
+                    m.g_tile, m.ds, a, k_tiles);
 }
 }  // namespace fa3
 
@@ -2290,6 +2291,7 @@ tc_status launch(const char* op, const Fwd<T>& a, const plan::AttentionSplit& sp
 // bf16, 50 MB each: 12 us at the H200's 4.2 TB/s).
 template <class T, int N, int G>
 __global__ void __launch_bounds__(256) attention_delta_kernel(const Bwd<T> a) {
+  pdl_start();
   using A = acc_t<T>;
   constexpr int kRows = 256 / G;
   const int sub = threadIdx.x % G, D = int(a.head_dim);
@@ -2312,20 +2314,20 @@ __global__ void __launch_bounds__(256) attention_delta_kernel(const Bwd<T> a) {
 }
 
 template <class T>
-void launch_delta(const Bwd<T>& a, int64_t rows, cudaStream_t stream) {
+tc_status launch_delta(const char* op, const Bwd<T>& a, int64_t rows, cudaStream_t stream) {
   constexpr int N = 16 / sizeof(T);
   bool vec = a.head_dim % N == 0 && aligned16(a.o) && aligned16(a.go);
   for (int d = 0; d < 3; ++d) vec = vec && a.os[d] % N == 0 && a.gos[d] % N == 0;
   auto go = [&](auto n, auto g) {
     constexpr int kN = decltype(n)::value, kG = decltype(g)::value;
-    attention_delta_kernel<T, kN, kG><<<grid_1d(rows, 256 / kG, 8192), 256, 0, stream>>>(a);
+    return launch_pdl(op, attention_delta_kernel<T, kN, kG>, grid_1d(rows, 256 / kG, 8192), 256, 0, stream, a);
   };
   using I = std::integral_constant<int, 1>;
   if (!vec) return go(I{}, std::integral_constant<int, 32>{});
   using V = std::integral_constant<int, N>;
   if (a.head_dim <= 8 * N) return go(V{}, std::integral_constant<int, 8>{});
   if (a.head_dim <= 16 * N) return go(V{}, std::integral_constant<int, 16>{});
-  go(V{}, std::integral_constant<int, 32>{});
+  return go(V{}, std::integral_constant<int, 32>{});
 }
 
 // dQ_i = scale sum_j dS'_ij K_j, a warp per (b, h, i) walking its keys in order.
@@ -2552,8 +2554,7 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
     }
     // seqlen_q == 0: only dK, dV (zeros); seqlen_k == 0: only dQ (zeros, no delta needed)
     if (rows_q > 0 && rows_k > 0) {
-      launch_delta(a, rows_q, stream);
-      TC_RETURN_IF_ERROR(check_launch(op));
+      TC_RETURN_IF_ERROR(launch_delta(op, a, rows_q, stream));
     }
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       if (wgmma)

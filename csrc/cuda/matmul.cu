@@ -42,6 +42,7 @@
 #include "../shared/matmul_core.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/mma.cuh"
+#include "kit/pdl.cuh"
 #include "kit/pointwise.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
@@ -1029,6 +1030,7 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_consta
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
   }
   __syncthreads();
+  pdl_start();  // the setup above overlapped the previous kernel's tail (launch_pdl)
 
   // `it` counts k-tiles across this block's output tiles, the same way in the
   // producer and the consumers, so stage and phase follow from it alone
@@ -1188,9 +1190,8 @@ tc_status run(const char* op, int dev, const CUtensorMap& ta, const CUtensorMap&
                        : g.Cf ? out_map(&tc, g.Cf, g.M, g.N, batch)
                               : kslice == 0 && out_map(&tc, g.C, g.M, g.N, batch) &&
                                     (!g.pre || out_map(&tp, g.pre, g.M, g.N, batch));
-  kernel<<<unsigned(blocks), kThreads, kSmemBytes, stream>>>(ta, tb, tc, tp, tma_out, g.M, g.N, g.K, batch, kslice,
-                                                                  g.bias, g.pre, g.act, g.out());
-  return TC_OK;
+  return launch_pdl(op, kernel, unsigned(blocks), kThreads, kSmemBytes, stream, ta, tb, tc, tp, tma_out, g.M, g.N, g.K,
+                    batch, kslice, g.bias, g.pre, g.act, g.out());
 }
 
 // Launches the wgmma kernel and sets *ran; leaves *ran false when this build,
@@ -1272,6 +1273,7 @@ gemv_kernel(int64_t rows, int64_t K, int64_t chunk, const T* __restrict__ X, int
 template <class T>
 __global__ void sum_slices_kernel(int64_t outputs, int64_t N, int64_t splits, const acc_t<T>* __restrict__ W,
                                   const T* __restrict__ bias, T* __restrict__ out) {
+  pdl_start();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < outputs;
        i += int64_t(gridDim.x) * blockDim.x) {
     acc_t<T> acc = W[i];
@@ -1281,10 +1283,10 @@ __global__ void sum_slices_kernel(int64_t outputs, int64_t N, int64_t splits, co
 }
 
 template <class T>
-void sum_slices(int64_t outputs, int64_t N, int64_t splits, const acc_t<T>* W, const T* bias, T* out,
-                cudaStream_t stream) {
+tc_status sum_slices(const char* op, int64_t outputs, int64_t N, int64_t splits, const acc_t<T>* W, const T* bias,
+                     T* out, cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>((outputs + 255) / 256, 132 * 8);
-  sum_slices_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(outputs, N, splits, W, bias, out);
+  return launch_pdl(op, sum_slices_kernel<T>, unsigned(blocks), 256, 0, stream, outputs, N, splits, W, bias, out);
 }
 
 // stream-K (the wgmma kernel's runs, each_work): out = bias + the sum of a
@@ -1297,6 +1299,7 @@ __global__ void __launch_bounds__(256)
 sum_runs_kernel(int64_t M, int64_t N, int tiles_k, const float* __restrict__ W, const T* __restrict__ bias,
                 T* __restrict__ out) {
   constexpr int BM = wg::BM, BN = wg::BN;
+  pdl_start();
   const StreamKGroups sg = stream_k_groups(M, N);
   const int64_t mt = blockIdx.x % sg.tiles_m, nt = blockIdx.x / sg.tiles_m, m0 = mt * BM, n0 = nt * BN;
   const int r = blockIdx.y * 8 + threadIdx.x / 32, col = threadIdx.x % 32 * 8;
@@ -1345,9 +1348,8 @@ tc_status launch_stream_k(const char* op, const Gemm<T>& g, MatmulPlan plan, flo
   TC_RETURN_IF_ERROR(wg::launch<T>(op, s, stream, ran, 0, 1, plan.splits));
   if (!*ran) return TC_OK;
   const int64_t tiles_mn = ((g.M + wg::BM - 1) / wg::BM) * ((g.N + wg::BN - 1) / wg::BN);
-  sum_runs_kernel<T><<<dim3(unsigned(tiles_mn), wg::BM / 8), 256, 0, stream>>>(
-      g.M, g.N, int((g.K + wg::BK - 1) / wg::BK), W, g.bias, g.C);
-  return TC_OK;
+  return launch_pdl(op, sum_runs_kernel<T>, dim3(unsigned(tiles_mn), wg::BM / 8), 256, 0, stream, g.M, g.N,
+                    int((g.K + wg::BK - 1) / wg::BK), W, g.bias, g.C);
 }
 
 template <class T>
@@ -1364,7 +1366,7 @@ tc_status launch_gemv(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_t<T
   auto kernel = vec ? gemv_kernel<T, true> : gemv_kernel<T, false>;
   kernel<<<grid, 256, 0, stream>>>(plan.rows, g.K, plan.chunk, X, sx, v, sv, g.bias, g.N == 1 ? 0 : 1, g.C,
                                    plan.splits > 1 ? W : nullptr);
-  if (plan.splits > 1) sum_slices<T>(plan.rows, g.N, plan.splits, W, g.bias, g.C, stream);
+  if (plan.splits > 1) return sum_slices<T>(op, plan.rows, g.N, plan.splits, W, g.bias, g.C, stream);
   return TC_OK;
 }
 
@@ -1393,10 +1395,7 @@ tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_
   if constexpr (!kWide) {
     bool ran = false;
     TC_RETURN_IF_ERROR(wg::launch<T>(op, s, stream, &ran, int(plan.chunk / wg::BK), plan.splits));
-    if (ran) {
-      sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
-      return TC_OK;
-    }
+    if (ran) return sum_slices<T>(op, MN, g.N, plan.splits, W, g.bias, g.C, stream);
   }
   s.K = plan.chunk, s.batch = full, s.sab = plan.chunk * g.sak, s.sbb = plan.chunk * g.sbk;
   bool fused;  // nothing to apply after: no bias, no activation
@@ -1406,8 +1405,7 @@ tc_status launch_split_k(const char* op, const Gemm<T>& g, MatmulPlan plan, acc_
     into(s, W + full * MN);
     TC_RETURN_IF_ERROR(launch<T>(op, kAlgo, s, stream, &fused));
   }
-  sum_slices<T>(MN, g.N, plan.splits, W, g.bias, g.C, stream);
-  return TC_OK;
+  return sum_slices<T>(op, MN, g.N, plan.splits, W, g.bias, g.C, stream);
 }
 
 // ---------------------------------------------------------------------------

@@ -66,6 +66,7 @@
 #include "../shared/norm_plan.h"
 #include "../shared/reduce_plan.h"
 #include "kit/cluster.cuh"
+#include "kit/pdl.cuh"
 #include "kit/reduce.cuh"
 #include "kit/vec.cuh"
 
@@ -244,6 +245,7 @@ __device__ __forceinline__ A dw_term(A gy, A xhat, int casting) {
 template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER, bool OPT>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_kernel(FwdArgs<T> a, int width) {
+  pdl_start();
   using A = acc_t<T>;
   using P = Vec<T, VEC>;
   using C = ClusterRow<CLUSTER>;
@@ -350,6 +352,7 @@ __device__ __forceinline__ void prefetch_band(int tid, int64_t next, int64_t nex
 template <class T, bool RMS, int VEC, int VPT, int kRows, int CLUSTER, bool OPT>
 __global__ void __launch_bounds__(kBlock, 1)
 norm_backward_kernel(BwdArgs<T> a, int width) {
+  pdl_start();
   using A = acc_t<T>;
   using P = Vec<T, VEC>;
   using C = ClusterRow<CLUSTER>;
@@ -440,6 +443,7 @@ norm_backward_kernel(BwdArgs<T> a, int width) {
 template <class T, bool RMS, int VEC, bool OPT>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_forward_loop_kernel(FwdArgs<T> a, int) {
+  pdl_start();
   using A = acc_t<T>;
   using P = Vec<T, VEC>;
   __shared__ A scratch[2][kWarps][1];
@@ -494,6 +498,7 @@ norm_forward_loop_kernel(FwdArgs<T> a, int) {
 template <class T, bool RMS, int VEC, bool OPT>
 __global__ void __launch_bounds__(kBlock, 2)
 norm_backward_loop_kernel(BwdArgs<T> a, int) {
+  pdl_start();
   using A = acc_t<T>;
   using P = Vec<T, VEC>;
   constexpr int NS = RMS ? 1 : 2;
@@ -634,8 +639,7 @@ tc_status launch_forward(const norms::Forward& f) {
     const unsigned groups = grid_1d(f.rows, kBlock / width * rows, INT32_MAX / 16);
     if (cluster > 1)
       return launch_clustered(f.op, kernel, groups * cluster, kBlock, cluster, 0, as_stream(f.stream), a, width);
-    kernel<<<groups, kBlock, 0, as_stream(f.stream)>>>(a, width);
-    return check_launch(f.op);
+    return launch_pdl(f.op, kernel, groups, kBlock, 0, as_stream(f.stream), a, width);
   });
 }
 
@@ -664,8 +668,7 @@ tc_status launch_backward(const norms::Backward& b) {
                        b.rows, b.cols, band, static_cast<const T*>(b.grad_sum), A(b.offset), b.casting};
     if (cluster > 1)
       return launch_clustered(b.op, kernel, unsigned(blocks * cluster), kBlock, cluster, 0, stream, a, width);
-    kernel<<<unsigned(blocks), kBlock, 0, stream>>>(a, width);
-    return check_launch(b.op);
+    return launch_pdl(b.op, kernel, unsigned(blocks), kBlock, 0, stream, a, width);
   };
   TC_RETURN_IF_ERROR((pick_kernel<T, RMS, VEC, true, OPT>(chunks, launch)));
   if (!b.grad_weight && !b.grad_bias) return TC_OK;

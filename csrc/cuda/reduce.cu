@@ -37,6 +37,7 @@
 #include "../shared/reduce_plan.h"
 #include "kit/cuda_utils.cuh"
 #include "kit/index.cuh"
+#include "kit/pdl.cuh"
 #include "kit/vec.cuh"
 
 namespace {
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(256)
 reduce_columns_kernel(const ReduceLayout l, const Walk red, const ReduceCtx<acc_t<T>> c, const T* __restrict__ x,
                       int64_t splits, StateOf<OP, acc_t<T>>* __restrict__ partial, Out* __restrict__ y,
                       int64_t* __restrict__ indices, const T* __restrict__ target) {
+  pdl_start();
   using A = acc_t<T>;
   using M = ReduceMath<OP, A>;
   using State = StateOf<OP, A>;
@@ -204,6 +206,7 @@ template <int OP, class T, class Out>
 __global__ void __launch_bounds__(256)
 merge_kernel(const StateOf<OP, acc_t<T>>* __restrict__ partial, int64_t splits, int64_t outputs,
              const ReduceCtx<acc_t<T>> c, Out* __restrict__ y, int64_t* __restrict__ indices) {
+  pdl_start();
   using A = acc_t<T>;
   using M = ReduceMath<OP, A>;
   const int lane = threadIdx.x % 32;
@@ -281,12 +284,14 @@ tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx
     for (int d = 0; d < l.kept.ndim - 1; ++d) vec = vec && l.kept.strides[0][d] % V == 0;
     for (int d = 0; d < l.red.ndim; ++d) vec = vec && l.red.strides[0][d] % V == 0;
     const dim3 block(plan::kColTile, plan::kBlockRows);
-    if (vec)
-      reduce_columns_kernel<OP, T, Out, V><<<dim3(grid_1d(outputs, plan::kColTile * V), unsigned(pl.splits)), block,
-                                             0, stream>>>(l, red, c, x, pl.splits, partial, y, indices, target);
-    else
-      reduce_columns_kernel<OP, T, Out, 1><<<dim3(grid_1d(outputs, plan::kColTile), unsigned(pl.splits)), block, 0,
-                                             stream>>>(l, red, c, x, pl.splits, partial, y, indices, target);
+    const tc_status st =
+        vec ? launch_pdl(name, reduce_columns_kernel<OP, T, Out, V>, dim3(grid_1d(outputs, plan::kColTile * V),
+                                                                        unsigned(pl.splits)),
+                         block, 0, stream, l, red, c, x, pl.splits, partial, y, indices, target)
+            : launch_pdl(name, reduce_columns_kernel<OP, T, Out, 1>, dim3(grid_1d(outputs, plan::kColTile),
+                                                                        unsigned(pl.splits)),
+                         block, 0, stream, l, red, c, x, pl.splits, partial, y, indices, target);
+    TC_RETURN_IF_ERROR(st);
   } else {
     constexpr int V = Vec<T>::size;
     bool vec = l.red.ndim == 1 && l.red.strides[0][0] == 1 && aligned16(x);
@@ -314,8 +319,8 @@ tc_status launch_reduce(const char* name, const ReduceLayout& l, const ReduceCtx
   }
   TC_RETURN_IF_ERROR(check_launch(name));
   if (pl.splits == 1) return TC_OK;
-  merge_kernel<OP, T, Out><<<grid_1d(outputs, 8), 256, 0, stream>>>(partial, pl.splits, outputs, c, y, indices);
-  return check_launch(name);
+  return launch_pdl(name, merge_kernel<OP, T, Out>, grid_1d(outputs, 8), 256, 0, stream, partial, pl.splits, outputs, c,
+                    y, indices);
 }
 
 // max's and min's backward: grad_x cleared on the stream (+0.0 is all zero

@@ -17,6 +17,7 @@
 // is bit-identical run to run.
 #pragma once
 #include "../../shared/reduce_plan.h"
+#include "pdl.cuh"
 #include "reduce.cuh"
 #include "vec.cuh"
 
@@ -37,6 +38,7 @@ template <class T, int VEC, class F, int kUnroll = colsum::kUnroll, int kMinBloc
 __global__ void __launch_bounds__(32 * colsum::kRows, kMinBlocks)
 colsum_backward_kernel(const T* __restrict__ g, const T* __restrict__ aux, T* __restrict__ out,
                        acc_t<T>* __restrict__ partial, T* __restrict__ gb, int64_t rows, int64_t cols, F f) {
+  pdl_start();
   using A = acc_t<T>;
   using colsum::kRows;
   __shared__ A tile[kRows][32 * VEC + 1];
@@ -100,14 +102,11 @@ tc_status launch_colsum_backward(const char* op, int64_t rows, int64_t cols, con
   auto launch = [&](auto vec) {
     constexpr int V = decltype(vec)::value;
     const dim3 grid(unsigned(plan::ceil_div(cols, 32 * V)), unsigned(chunks));
-    colsum_backward_kernel<T, V><<<grid, dim3(32, colsum::kRows), 0, stream>>>(g, aux, out, partial, gb, rows,
-                                                                               cols, f);
+    return launch_pdl(op, colsum_backward_kernel<T, V, F>, grid, dim3(32, colsum::kRows), 0, stream, g, aux, out,
+                      partial, gb, rows, cols, f);
   };
-  if (rows_vectorizable<T>(cols, {g, aux, out}))
-    launch(std::integral_constant<int, Vec<T>::size>{});
-  else
-    launch(std::integral_constant<int, 1>{});
-  TC_RETURN_IF_ERROR(check_launch(op));
+  TC_RETURN_IF_ERROR(rows_vectorizable<T>(cols, {g, aux, out}) ? launch(std::integral_constant<int, Vec<T>::size>{})
+                                                               : launch(std::integral_constant<int, 1>{}));
   if (!partial) return TC_OK;
   return launch_sum_partials<T, 1>(op, partial, chunks, cols, grad_bias, nullptr, stream);
 }

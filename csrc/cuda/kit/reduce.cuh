@@ -22,6 +22,7 @@
 
 #include "../../shared/softmax_math.h"
 #include "cuda_utils.cuh"
+#include "pdl.cuh"
 
 struct Sum {
   template <class V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
@@ -182,6 +183,7 @@ struct OnlineMerge {
 template <class T, class A, int SPLIT>
 __global__ void __launch_bounds__(SPLIT == 1 ? 256 : 512)
 sum_partials_kernel(const A* __restrict__ partial, int64_t parts, int64_t cols, T* out0, T* out1) {
+  pdl_start();
   constexpr int kCols = SPLIT == 1 ? 256 : 32;
   const int64_t c = blockIdx.x * int64_t(kCols) + threadIdx.x;
   const A* p = partial + blockIdx.y * parts * cols;
@@ -207,6 +209,6 @@ tc_status launch_sum_partials(const char* op, const acc_t<T>* partial, int64_t p
                               T* out0, T* out1, cudaStream_t stream) {
   constexpr int kCols = SPLIT == 1 ? 256 : 32;
   const dim3 grid(grid_1d(cols, kCols), out1 ? 2 : 1), block(kCols, SPLIT);
-  sum_partials_kernel<T, acc_t<T>, SPLIT><<<grid, block, 0, stream>>>(partial, parts, cols, out0, out1);
-  return check_launch(op);
+  return launch_pdl(op, sum_partials_kernel<T, acc_t<T>, SPLIT>, grid, block, 0, stream, partial, parts, cols, out0,
+                    out1);
 }
