@@ -226,8 +226,9 @@ def test_torchrun_ranks_train_as_one_process_with_their_batch(tmp_path):
 TORCH_OPS_LEFT = {
     # autograd's sum of two gradients of one tensor: the tied embedding / head weight's
     "aten::add_": "autograd's gradient accumulation",
-    # fused_linear_cross_entropy's torch door: its float32 grad_weight accumulator rounded to the weight's
-    # bf16, the loss cast to it, the count of targets not ignored, the row losses' sum and the mean's division
+    # fused_linear_cross_entropy's torch door: the loss cast to the weight's bf16 (and, where the head still
+    # chunks, its float32 grad_weight accumulator rounded to it), the count of targets not ignored, the row
+    # losses' sum and the mean's division
     "aten::copy_": "fused_linear_cross_entropy's casts",
     "aten::ne": "fused_linear_cross_entropy's n_valid",
     "aten::sum": "fused_linear_cross_entropy's n_valid and loss",
