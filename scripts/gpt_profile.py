@@ -25,8 +25,9 @@ from tinycuda import gpt  # noqa: E402
 def gpu_time(prof):
     """(busy, span) in us: the union of the GPU events' intervals, and the first one's start to the last one's
     end; span - busy is the time the GPU sat idle between them. Where kernels overlap (programmatic dependent
-    launch: a kernel's interval opens while the one before it runs, its blocks waiting in griddepcontrol.wait;
-    BENCHMARKS, GPT step 14), their durations add up to more than the GPU spent, and "ms of kernels" with them."""
+    launch opens a kernel's interval before the one ahead of it has completed, its blocks waiting in
+    griddepcontrol.wait; most with step 14's early trigger), their durations add up to more than the GPU spent,
+    and "ms of kernels" with them."""
     iv = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
                 if e.device_type == torch.autograd.DeviceType.CUDA)
     busy, end = 0, None
