@@ -28,6 +28,7 @@ CASES = [
     (1, 300, 300, 3, 1, {}),                          # MQA, not causal
     (2, 63, 65, 4, 2, {"causal": True}),              # one past / one short of the 64-row tiles
     (1, 65, 64, 2, 1, {"causal": True, "top_left": True, "softcap": 3.0}),
+    (2, 200, 333, 4, 4, {"softcap": 5.0}),            # softcap on tiles inside the band, off its edge
 ]
 
 
