@@ -2204,13 +2204,14 @@ def _attention_options(scale, head_dim, window_left, window_right, softcap, caus
 
 def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0, top_left=False,
                     cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, *, algo=0,
-                    out=None, lse=None, stream=None):
+                    deterministic=False, out=None, lse=None, stream=None):
     """(out, lse): softmax(q k^T * scale) v with tinycuda.ops.flash_attention's
     options; q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D]; lse [B, Hq, Sq] in
     float32 (float64 for float64), what flash_attention_backward reads.
     Varlen (cu_seqlens_q/k int32 [B + 1], max_seqlen_q/k ints): q [total_q,
     Hq, D], k and v [total_k, Hkv, D], lse [B, Hq, max_seqlen_q]; out's rows
-    in no sequence are 0, lse's past a sequence's length +inf."""
+    in no sequence are 0, lse's past a sequence's length +inf. deterministic:
+    the torch op's, for its backward: here flash_attention_backward takes it."""
     op = "flash_attention"
     v_ = _check(op, {"q": q, "k": k, "v": v})
     qv = v_["q"]
@@ -2229,9 +2230,11 @@ def flash_attention(q, k, v, causal=False, scale=None, window_left=-1, window_ri
 
 def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
                              top_left, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, *,
-                             algo=0, grad_q=None, grad_k=None, grad_v=None, stream=None):
+                             algo=0, deterministic=False, grad_q=None, grad_k=None, grad_v=None, stream=None):
     """(grad_q, grad_k, grad_v) of flash_attention from its out and lse (varlen: the
-    forward's offsets and maxima; gradient rows in no sequence are 0)."""
+    forward's offsets and maxima; gradient rows in no sequence are 0). deterministic: as
+    tinycuda.ops.flash_attention's (bit-identical gradients run to run; else CUDA's Hopper
+    backward adds dQ's shares in no fixed order)."""
     op = "flash_attention_backward"
     v_ = _check(op, {"grad_out": grad_out, "q": q, "k": k, "v": v, "out": out})
     qv = v_["q"]
@@ -2249,7 +2252,7 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
     _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
           o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
-          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+          deterministic=int(bool(deterministic)), **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv
 
 
@@ -2267,9 +2270,9 @@ def _qkv(op, v):
 
 
 def flash_attention_qkvpacked(qkv, causal=False, scale=None, window_left=-1, window_right=-1, softcap=0.0,
-                              top_left=False, *, algo=0, out=None, lse=None, stream=None):
+                              top_left=False, *, algo=0, deterministic=False, out=None, lse=None, stream=None):
     """(out, lse): flash_attention of qkv [B, S, 3, H, D]'s slices (q, k, v along dim 2), read in place; out
-    [B, S, H, D], lse [B, H, S]."""
+    [B, S, H, D], lse [B, H, S] (deterministic: flash_attention's)."""
     op = "flash_attention_qkvpacked"
     v = _check(op, {"qkv": qkv})["qkv"]
     dims, (q, k, v_), st = _qkv(op, v)
@@ -2283,9 +2286,9 @@ def flash_attention_qkvpacked(qkv, causal=False, scale=None, window_left=-1, win
 
 
 def flash_attention_qkvpacked_backward(grad_out, qkv, out, lse, causal, scale, window_left, window_right, softcap,
-                                       top_left, *, algo=0, grad_qkv=None, stream=None):
+                                       top_left, *, algo=0, deterministic=False, grad_qkv=None, stream=None):
     """grad_qkv [B, S, 3, H, D] of flash_attention_qkvpacked from its out and lse: the three gradients in one
-    array like qkv."""
+    array like qkv (deterministic: flash_attention_backward's)."""
     op = "flash_attention_qkvpacked_backward"
     named = _check(op, {"grad_out": grad_out, "qkv": qkv, "out": out})
     v = named["qkv"]
@@ -2303,7 +2306,7 @@ def flash_attention_qkvpacked_backward(grad_out, qkv, out, lse, causal, scale, w
     _call(op, v, stream, entry="flash_attention_backward", **dims, q=q, q_stride=st, k=k, k_stride=st, v=v_,
           v_stride=st, o=named["out"], o_stride=rs, lse=lv, grad_o=named["grad_out"], grad_o_stride=rs, grad_q=gq,
           grad_q_stride=st, grad_k=gk, grad_k_stride=st, grad_v=gvv, grad_v_stride=st, algo=algo,
-          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+          deterministic=int(bool(deterministic)), **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return g
 
 

@@ -197,8 +197,9 @@ size_t tc_flash_attention_workspace_size(const tc_flash_attention_params* p) {
 #endif
 }
 
-// The CUDA backward's: delta's rows, then the wgmma backward's dS^T where it
-// keeps one (shared/flash_attention_plan.h). The CPU backward takes none.
+// The CUDA backward's: delta's rows, then the wgmma backward's dS^T or dQ
+// accumulator where it keeps one (shared/flash_attention_plan.h). The CPU
+// backward takes none.
 size_t tc_flash_attention_backward_workspace_size(const tc_flash_attention_backward_params* p) {
-  return plan::attention_ds(p).total;
+  return plan::attention_dq(p).total;
 }

@@ -146,7 +146,7 @@
 //  forward's ping-pong; dkv at D = 64 only, see Turns): dkv 3.29 -> 3.20 ms,
 //  dq 2.62 -> 2.56; nothing overlaps across one consumer's tiles yet.
 //  dS path (head_dim <= 64, fixed lengths, the workspace's dS^T within
-//  plan::attention_ds's 512 MiB): dkv also stores its dS^T tiles (rounded to
+//  plan::attention_dq's 512 MiB): dkv also stores its dS^T tiles (rounded to
 //  T, stmatrix into a swizzled box, a TMA store a tile), and dq becomes one
 //  product, dQ = dS K (attention_dq_ds_kernel), run after dkv: 5 products
 //  instead of 7, like FA2's, without its atomics. GPT-2's step: dkv 3.20 ->
@@ -157,6 +157,22 @@
 //  dkv_grads now drop it off the band's edge when there is no cap): dkv 376
 //  -> 284 us a layer under ncu (threads not predicated off an issued
 //  instruction: 22.8 -> 30.6 a warp).
+//  Accumulator path (where the dS path is not taken and the caller did not
+//  ask `deterministic`: FA2/FA3's dQ; plan::attention_dq): dkv (kAcc) also
+//  multiplies dQ = dS K for its 64 keys a consumer (dS^T by stmatrix into a
+//  box, read back as wgmma's m-major A) and adds the float32 tile into the
+//  workspace's accumulator with one bulk reduce (cp.reduce.async.bulk ...
+//  add.f32: the L2 adds); attention_dq_acc_kernel scales it into grad_q. No
+//  dq kernel: 5 products instead of 7, but the adds' order, hence dQ's last
+//  bits, varies run to run. H200, bf16, the backward alone (same run,
+//  deterministic against not): 4 x 32 heads x 4096, D = 64: 5.29 -> 4.75 ms;
+//  D = 128: 8.49 -> 8.39 (causal 4.66 -> 4.16); 16 x 32 x 512 x 128: 0.78 ->
+//  0.74. The dQ product costs dkv far more than a fifth of its time: each
+//  tile waits for dV/dK, then for dQ, then stages 16 (32) KiB through shared
+//  memory, and the L2 takes 64 x D x 4 bytes of adds a consumer's tile (FA3
+//  halves that: both consumers share one dQ tile of 128 keys). Issuing dQ with
+//  dV and dK (one wait, D = 64; at D = 128 its 64 accumulators spill) measured
+//  the same (4.57 against 4.75 ms, 0.90 of deterministic both times).
 //
 // A query that sees no key (or whose every logit is -inf): O = 0, lse = +inf,
 // and P = 0 in the backward.
@@ -242,9 +258,12 @@ struct Bwd {
   Logit<A> logit;
   A scale;
   // the wgmma backward's dS^T [batch][heads_q][seqlen_k][ds_pitch] in the
-  // workspace (plan::attention_ds), or null: dq recomputes dS
+  // workspace (plan::attention_dq), or null: dq recomputes dS
   T* ds = nullptr;
   int64_t ds_pitch = 0;
+  // the wgmma backward's dQ accumulator (plan::attention_dq), float32 rows of
+  // the kernels' D columns that dkv adds its dQ tiles into, or null
+  float* dq_acc = nullptr;
 
   static Bwd of(const tc_flash_attention_backward_params* p) {
     Bwd a{static_cast<const T*>(p->q), static_cast<const T*>(p->k), static_cast<const T*>(p->v),
@@ -1493,6 +1512,9 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 //   P^T, dS^T      dkv_grads, as MMA
 //   dV += P^T dO   wgmma_rs m64 n=D, P^T from the accumulators, dO n-major
 //   dK += dS^T Q   wgmma_rs m64 n=D, Q n-major (one commit with dV)
+//   kAcc (the accumulator path): dS^T by stmatrix into the consumer's box,
+//   dQ = dS K      wgmma_ss m64 n=D, dS m-major out of the box, K n-major,
+//                  then the tile through `stage` and one bulk add (add_dq)
 // dQ and dK are scaled once at the end and leave through their warp's own rows
 // of the Q (K, V) tile as 16-byte stores. One owner per output row, tiles in
 // a fixed order: no atomics, the same bits every run.
@@ -1517,15 +1539,17 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 //   dq:  Q, dO [D/64][128][64] + 2 stages x (K, V) [D/64][64][64]:
 //        D = 64: 65 KiB, D = 128: 129 KiB
 //   dkv: K, V [D/64][128][64] + 2 stages x (Q, dO [D/64][64][64], 64 lse and delta floats),
-//        at D = 64 + the dS path's 4 [64][64] boxes: D = 64: 98 KiB, D = 128: 130 KiB
+//        at D = 64 + the dS path's 4 [64][64] boxes: D = 64: 98 KiB, D = 128: 130 KiB;
+//        kAcc: the boxes at D = 128 too, + 2 x float dQ [64][D]: 130 KiB, 226 KiB
 //   dq on the dS path: 4 stages x (dS^T [2][64][64], K [64][64]) + dQ [128][64]: 113 KiB
 // Registers (a thread; setmaxnreg 24 for the producers, 240 for the
 // consumers): dq's consumers hold dQ (D/2 floats) and S, dP (32 each); dkv's
 // dK, dV (D/2 each) and S^T, dP^T (32 each), 192 floats at D = 128, which is
 // why its loop keeps query positions in 32 bits relative to the block's first
 // query (64-bit ones spilled 48 bytes; at 232 registers, 24 bytes spilled).
-// No spills at D = 64 and 128, fp16 and bf16 (ptxas -v). Performance: the
-// header's backward section.
+// No spills at D = 64 and 128, fp16 and bf16 (ptxas -v), but for kAcc's dkv
+// at D = 128: 16 bytes (its dQ tile, 64 floats, lives next to dK and dV).
+// Performance: the header's backward section.
 //
 // compute-sanitizer racecheck reports hazards between the producer's lse/delta
 // stores and dkv_grads' loads of them: its model does not order plain shared
@@ -1536,11 +1560,14 @@ constexpr int kBwdRows = 128;  // dq's query rows and dkv's keys a block (two co
 constexpr int kBwdTile = 64;   // dq's keys and dkv's queries a ring tile
 template <int D>
 constexpr size_t kDqSmem = size_t(2 * kBwdRows + 2 * kStages * kBwdTile) * D * 2 + 1024;
-// dkv at D = 64 also holds the dS path's boxes: two [64 keys][64 queries] a
-// consumer, filled in turns so one is stored while the other fills
-template <int D>
+// dkv at D = 64 (and with kAcc) also holds the dS boxes: two [64 keys][64
+// queries] a consumer, filled in turns so one is read while the other fills;
+// with kAcc, each consumer's float32 dQ tile [64][D] on its way out too
+// (D = 128: 226 KiB of the 227 a block may have)
+template <int D, bool kAcc = false>
 constexpr size_t kDkvSmem = kDqSmem<D> + size_t(2 * kStages * kBwdTile) * sizeof(float) +
-                            (D == 64 ? size_t(4) * 64 * 64 * 2 : 0);
+                            (D == 64 || kAcc ? size_t(4) * 64 * 64 * 2 : 0) +
+                            (kAcc ? size_t(2) * 64 * D * sizeof(float) : 0);
 
 // store_dq's elements in a [kBwdRows][D] swizzled tile, for the warp whose 16 rows start at row rw
 template <class T>
@@ -1799,7 +1826,55 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
 #endif
 }
 
+// Adds `bytes` (a multiple of 16) of floats from shared `src` into global
+// `dst` element by element, the L2 doing the adds: one bulk copy (FA3's dQ).
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+}
+
+// The accumulator's layout: row R's 16-byte chunk x (columns 16 (x / 4) +
+// 2 (x % 4) + {0, 1} and the same + 8: a thread's two fragments, see add_dq)
+// sits at chunk x ^ (R % 8), so that the 8 rows of one fragment store land on
+// 8 different bank groups; attention_dq_acc_kernel undoes it.
+__device__ __forceinline__ int acc_chunk(int x, int64_t row) { return x ^ int(row & 7); }
+
+// dkv's dQ on the accumulator path (kAcc), consumer c: dQ [64 queries][D] =
+// dS K over its 64 keys, dS read as wgmma's m-major A out of the dS^T box
+// (the transpose bit) and K n-major, then the float32 tile through `stage`
+// (acc_chunk's layout) into accumulator rows row0.. (`rows` of them) by one
+// bulk add. dQ's scale comes in attention_dq_acc_kernel.
 template <class T, int D>
+__device__ __forceinline__ void add_dq(const T* box, const T* k_rows, float* stage, float* acc, int64_t row0, int rows,
+                                       int c, int warp, int lane, int tid) {
+  float dq[D / 8][4];
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)  // keys 16kk.. are the box's rows 16kk.. and K's
+    wgmma_ss<T, D, true, true>(reinterpret_cast<float(&)[D / 2]>(dq), wgmma_desc_mn(box + kk * 16 * 64, 64 * 64 * sizeof(T)),
+                               wgmma_desc_mn(k_rows + kk * 16 * 64, kBwdRows * 64 * sizeof(T)), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dq));
+  const int g = lane / 4, qd = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = 16 * warp + g + 8 * h;
+#pragma unroll
+    for (int j = 0; j < D / 16; ++j)
+      *reinterpret_cast<float4*>(stage + r * D + 4 * acc_chunk(4 * j + qd, row0 + r)) =
+          make_float4(dq[2 * j][2 * h], dq[2 * j][2 * h + 1], dq[2 * j + 1][2 * h], dq[2 * j + 1][2 * h + 1]);
+  }
+  fence_async_shared();  // before the bulk copy (async proxy) reads them
+  named_barrier(3 + c, 128);
+  if (tid == 0 && rows > 0) {
+    bulk_reduce_add(acc + row0 * D, stage, uint32_t(rows) * D * sizeof(float));
+    bulk_commit();
+  }
+}
+
+template <class T, int D, bool kAcc>
 __global__ void __launch_bounds__(kThreads3, 1)
 attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                            const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
@@ -1812,7 +1887,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
   T* sv = sk + BN * D;            // V, the same; at the end dV
   T* sqg = sv + BN * D;           // stage s: Q at sqg + 2 s BM D, dO right after
   float* sl = reinterpret_cast<float*>(sqg + 2 * kStages * BM * D);  // stage s: lse log2(e) at sl + 2 s BM, delta after
-  T* sds = reinterpret_cast<T*>(sl + 2 * kStages * BM);  // the dS path's boxes, 2 a consumer (1 KiB-aligned at D = 64)
+  T* sds = reinterpret_cast<T*>(sl + 2 * kStages * BM);  // the dS boxes, 2 a consumer (on 1 KiB: sl's 1 KiB follows 1 KiB multiples)
   __shared__ __align__(8) uint64_t kv_full, full[kStages], empty[kStages], tail_full;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -1928,6 +2003,26 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
 
   float dv[D / 8][4] = {}, dk[D / 8][4] = {};  // d tile nt, key rows g / g + 8, columns 2qd, 2qd + 1
   if (tiles > 0) mbar_wait(&kv_full, 0);  // also before the epilogue overwrites K and V
+  if constexpr (kAcc) {
+    // dQ += dS K sums over this consumer's keys, also those past the
+    // sequence's last key, whose rows of K and V hold TMA's zeros at a
+    // tensor's end but, in a packed (varlen) batch, the next sequence's keys.
+    // dkv_grads does not mask those keys (their dK, dV rows are never
+    // stored), so there an inf in V would make dS^T inf, and an inf in K
+    // dS x K NaN. Both zeroed here, once: then S^T = dP^T = 0 and dS^T is
+    // finite, times K's zeros.
+    const int from = int(klast + 1 - c0);
+    if (a.seqs.cu_q && tiles > 0 && c_live && from < 64) {
+#pragma unroll
+      for (int x = 0; x < 2 * kBoxes; ++x)  // K's boxes, then V's (sv = sk + BN D)
+        for (int j = from * 8 + tid; j < 64 * 8; j += 128)  // row r: bytes [128 r, 128 r + 128) of a box
+          reinterpret_cast<uint4*>(sk + x * BN * 64 + 64 * c * 64)[j] = make_uint4(0, 0, 0, 0);
+      fence_async_shared();
+      named_barrier(3 + c, 128);
+    }
+  }
+  // kAcc: this consumer's dQ tile on its way to the accumulator
+  float* stage = reinterpret_cast<float*>(sds + 4 * 64 * 64) + c * 64 * D;
   const T* k_rows = sk + 64 * c * 64;  // this consumer's keys of box 0
   const T* v_rows = sv + 64 * c * 64;
   // the producer's walk: stage s, its use's parity, the tile's query head
@@ -1969,7 +2064,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
       uint32_t pa[BM / 16][4], da[BM / 16][4];
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) p_fragment<T, BM>(pa[kk], st, kk), p_fragment<T, BM>(da[kk], dpt, kk);
-      if constexpr (D <= 64)
+      if constexpr (D <= 64 && !kAcc)
         if (a.ds) {  // dS^T out: this warp's 16 keys into box u % 2 (stmatrix, TMA's swizzle), then one TMA store
           T* box = sds + (2 * c + (u & 1)) * 64 * 64;
           const uint32_t at0 = swizzled_x4_base(box, warp, lane);
@@ -1986,6 +2081,19 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
           }
           ++u;
         }
+      // kAcc: dS^T into box u % 2 as the dS path stores it, for dQ = dS K
+      // below (the box of two tiles ago: every warp's wgmma reading it
+      // completed before the last tile's barrier)
+      T* box = sds + (2 * c + (u & 1)) * 64 * 64;
+      if constexpr (kAcc) {
+        const uint32_t at0 = swizzled_x4_base(box, warp, lane);
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk) stsm_x4(at0 ^ uint32_t(2 * kk << 4), da[kk]);
+        fence_async_shared();
+        if (tid == 0) bulk_wait_read<0>();  // the last tile's dQ add has read `stage`
+        named_barrier(3 + c, 128);
+        ++u;
+      }
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dv));
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dk));
       wgmma_fence();
@@ -2000,6 +2108,11 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
       wgmma_wait<0>();
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dv));
       wgmma_pin(reinterpret_cast<float(&)[D / 2]>(dk));
+      if constexpr (kAcc) {
+        const int64_t h = hk * a.group + hq, i = qb_lo + m0;  // the tile's query head and first query
+        const int64_t row0 = (a.seqs.cu_q ? h * a.seqs.total_q + seq.q0 : (b * a.heads_q + h) * a.seqlen_q) + i;
+        add_dq<T, D>(box, k_rows, stage, a.dq_acc, row0, int(min(int64_t(BM), seq.len_q - i)), c, warp, lane, tid);
+      }
     }
     __syncwarp();  // every lane's wgmma and lse/delta reads of stage s are done
     if (lane == 0) mbar_arrive(&empty[s]);
@@ -2035,17 +2148,44 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
 #endif
 }
 
+// dQ = scale x the accumulator on the accumulator path: row R of it is query
+// i of head h in batch b ((b heads_q + h) seqlen_q + i), or packed row i of
+// head h (h total_q + i) in a varlen batch; a thread per 16-byte chunk
+// (acc_chunk's layout, its own inverse), two column pairs of grad_q each.
+template <class T, int D>
+__global__ void __launch_bounds__(256) attention_dq_acc_kernel(const Bwd<T> a, int64_t rows) {
+  pdl_start();
+  constexpr int kChunks = D / 4;
+  const float4* acc = reinterpret_cast<const float4*>(a.dq_acc);
+  for (int64_t t = blockIdx.x * int64_t(256) + threadIdx.x; t < rows * kChunks; t += int64_t(gridDim.x) * 256) {
+    const int64_t r = t / kChunks;
+    const int x = acc_chunk(int(t % kChunks), r), col = 16 * (x / 4) + 2 * (x % 4);
+    int64_t b = 0, i, h;
+    if (a.seqs.cu_q) {
+      h = r / a.seqs.total_q, i = r % a.seqs.total_q;
+    } else {
+      const int64_t bh = r / a.seqlen_q;
+      i = r % a.seqlen_q, h = bh % a.heads_q, b = bh / a.heads_q;
+    }
+    const float4 v = acc[t];
+    T* out = at(a.gq, a.gqs, b, i, h);
+    if (col < a.head_dim) *reinterpret_cast<uint32_t*>(out + col) = pack2<T>(v.x * a.scale, v.y * a.scale);
+    if (col + 8 < a.head_dim) *reinterpret_cast<uint32_t*>(out + col + 8) = pack2<T>(v.z * a.scale, v.w * a.scale);
+  }
+}
+
 // Why the wgmma backward cannot run this problem (beyond fa2::bwd_blocker's
 // rules, which it shares), or nullptr when it can.
 template <class T>
 const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
   int dev = 0;
-  if (!hopper_runs<attention_dq_wgmma_kernel<T, 128>>(&dev) || !hopper_runs<attention_dkv_wgmma_kernel<T, 128>>(&dev))
+  if (!hopper_runs<attention_dq_wgmma_kernel<T, 128>>(&dev) ||
+      !hopper_runs<attention_dkv_wgmma_kernel<T, 128, false>>(&dev))
     return "an sm_90 device and a build with sm_90a";
   if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX ||
       (p->cu_seqlens_q && (p->total_q > INT32_MAX || p->total_k > INT32_MAX)))
     return "sizes below 2^31 (TMA coordinates are 32-bit)";
-  const size_t smem = p->head_dim <= 64 ? kDkvSmem<64> : kDkvSmem<128>;  // dkv's is the larger
+  const size_t smem = p->head_dim <= 64 ? kDkvSmem<64, true> : kDkvSmem<128, true>;  // dkv's is the larger
   if (size_t(smem_optin()) < smem) return "more shared memory per block than this device allows";
   return nullptr;
 }
@@ -2092,7 +2232,16 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cud
   TC_REQUIRE(dq_blocks <= INT32_MAX && dkv_blocks <= INT32_MAX,
              "%s: %lld (dq) and %lld (dkv) blocks of %d rows are too many for one launch", op, (long long)dq_blocks,
              (long long)dkv_blocks, kBwdRows);
-  auto dkv = attention_dkv_wgmma_kernel<T, D>;
+  if (a.dq_acc) {  // dkv adds dQ into the accumulator (zeroed already), then dQ out of it
+    auto dkv = attention_dkv_wgmma_kernel<T, D, true>;
+    static std::atomic<uint64_t> dkv_set{0};
+    TC_RETURN_IF_ERROR(smem_opt_in(op, dkv, kDkvSmem<D, true>, dkv_set));
+    TC_RETURN_IF_ERROR(launch_pdl(op, dkv, unsigned(dkv_blocks), kThreads3, kDkvSmem<D, true>, stream, m.k_rows,
+                                  m.v_rows, m.q_tile, m.g_tile, m.ds, a, k_tiles));
+    const int64_t rows = a.heads_q * (a.seqs.cu_q ? a.seqs.total_q : a.batch * a.seqlen_q);
+    return launch_pdl(op, attention_dq_acc_kernel<T, D>, grid_1d(rows * (D / 4), 256, 8192), 256, 0, stream, a, rows);
+  }
+  auto dkv = attention_dkv_wgmma_kernel<T, D, false>;
   static std::atomic<uint64_t> dkv_set{0};
   TC_RETURN_IF_ERROR(smem_opt_in(op, dkv, kDkvSmem<D>, dkv_set));
   if constexpr (D == 64) {
@@ -2564,12 +2713,17 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
         TC_REQUIRE(!no || p->algo != TC_ATTENTION_WGMMA, "%s: algo 3 (wgmma) needs %s (head_dim %lld)", op, no,
                    (long long)p->head_dim);
         wgmma = !no;
-        // the dS path where the plan keeps dS (the workspace holds it: checked above)
-        const plan::AttentionDs ds = plan::attention_ds(p);
-        if (wgmma && ds.pitch) {
-          a.ds = reinterpret_cast<T*>(static_cast<unsigned char*>(p->workspace) + ds.offset);
-          a.ds_pitch = ds.pitch;
+        // the plan's dS path or accumulator path (the workspace holds either: checked above)
+        const plan::AttentionDq dq = plan::attention_dq(p);
+        unsigned char* ws = static_cast<unsigned char*>(p->workspace) + dq.offset;
+        if (wgmma && dq.pitch) {
+          a.ds = reinterpret_cast<T*>(ws);
+          a.ds_pitch = dq.pitch;
           if (!fa3::ds_map(&maps.ds, a)) a.ds = nullptr;
+        }
+        if (wgmma && dq.acc_dim) {
+          a.dq_acc = reinterpret_cast<float*>(ws);
+          TC_RETURN_IF_ERROR(cuda_status(op, "cudaMemsetAsync", cudaMemsetAsync(a.dq_acc, 0, dq.total - dq.offset, stream)));
         }
       }
     }

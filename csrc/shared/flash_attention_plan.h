@@ -108,46 +108,64 @@ inline AttentionSplit attention_split(const tc_flash_attention_params* p) {
   return s;
 }
 
-// Whether the CUDA backward's wgmma path keeps dS (its dS path), and where:
+// How the CUDA backward's wgmma path gets dQ, and the workspace that takes:
 // shared with tc_flash_attention_backward_workspace_size, like the split
-// above, and like it a pure function of the params. dkv computes dS^T for
-// every (key, query) pair of its band anyway; with this path it also stores
-// it, rounded to the input dtype as dQ += dS K consumes it, into the
-// workspace as dS^T [batch][heads_q][seqlen_k][pitch], so that dq becomes one
-// product (dQ = dS K) instead of three (S, dP, dQ). GPT-2 124M (B 16, H 12,
-// S 1024, D 64, causal) stores 402 MB a layer (half of it written: the
-// band), read once, against dq's two recomputed products (BENCHMARKS, GPT
-// step 9). The workspace grows as S^2, so only up to kDsMaxBytes; above it,
-// with variable lengths (one matrix per sequence would be needed) or at head
-// dims above 64 (not tried: the dS path's dq holds one 64-column box of K,
-// and dkv at D = 128 is at its register limit already), the backward runs
-// dq's three products as before. Devices that run no wgmma backward leave
-// the bytes unused: the query asks no device, as the split's does not.
+// above, and like it a pure function of the params. Both paths below use the
+// dS^T that dkv computes for every (key, query) pair of its band anyway, so
+// that dq need not recompute S and dP (three products: S, dP, dQ):
+//  - the dS path (head_dim <= 64, fixed lengths, up to kDsMaxBytes): dkv stores
+//    dS^T, rounded to the input dtype as dQ += dS K consumes it, into the
+//    workspace as dS^T [batch][heads_q][seqlen_k][pitch], and dq becomes
+//    one product (dQ = dS K), summed in a fixed order. GPT-2 124M (B 16,
+//    H 12, S 1024, D 64, causal) stores 402 MB a layer (half of it written:
+//    the band), read once, against dq's two recomputed products
+//    (BENCHMARKS, GPT step 9). It grows as S^2, so only up to kDsMaxBytes;
+//    above it, or at head dims above 64 (the dS path's dq holds one
+//    64-column box of K, and dkv at D = 128 is at its register limit), the
+//    deterministic backward runs dq's three products.
+//  - the accumulator path (where the dS path is not taken, without
+//    `deterministic`; head_dim <= 128, varlen too): dkv also multiplies
+//    dQ += dS K for its keys and adds the float32 tile into an accumulator
+//    [heads_q][rows][64 or 128] (FlashAttention-2/3's dQ; rows: batch x
+//    seqlen_q, or total_q packed), which one pass then scales into grad_q.
+//    5 products instead of 7; the adds' order varies run to run. H200, bf16,
+//    the backward alone: 4 x 32 heads x 4096, D = 64: 5.06 -> 4.57 ms; D =
+//    128: 8.32 -> 8.18 (causal 4.56 -> 4.12). Where the dS path fits it is
+//    the faster one (GPT-2's layer: 0.344 against 0.356 ms), so it stays.
+// Devices that run no wgmma backward leave the bytes unused: the query asks
+// no device, as the split's does not.
 constexpr size_t kDsMaxBytes = size_t(512) << 20;
 
-struct AttentionDs {
-  int64_t pitch = 0;    // 0: the path is not taken; else seqlen_q rounded up to 8 (TMA's 16-byte rows)
-  size_t offset = 0;    // of dS^T in the workspace, after delta's rows (256-byte aligned)
-  size_t total = 0;     // the backward's workspace: delta, then dS^T
+struct AttentionDq {
+  int64_t pitch = 0;      // the dS path: seqlen_q rounded up to 8 (TMA's 16-byte rows); 0: not taken
+  int64_t acc_dim = 0;    // the accumulator path: its columns (head_dim rounded up to 64 or 128); 0: not taken
+  size_t offset = 0;      // of dS^T or the accumulator in the workspace, after delta's rows (256-byte aligned)
+  size_t total = 0;       // the backward's workspace: delta, then dS^T or the accumulator
 };
 
-inline AttentionDs attention_ds(const tc_flash_attention_backward_params* p) {
-  AttentionDs d;
+inline AttentionDq attention_dq(const tc_flash_attention_backward_params* p) {
+  AttentionDq d;
   if (!p) return d;
   const size_t acc = p->dtype == TC_FLOAT64 ? sizeof(double) : sizeof(float);
   d.total = size_t(std::max<int64_t>(p->batch * p->heads_q * p->seqlen_q, 0)) * acc;
-  if ((p->algo != TC_ATTENTION_AUTO && p->algo != TC_ATTENTION_WGMMA) || p->cu_seqlens_q || p->cu_seqlens_k)
-    return d;
-  if ((p->dtype != TC_FLOAT16 && p->dtype != TC_BFLOAT16) || p->head_dim < 1 || p->head_dim > 64) return d;
+  if (p->algo != TC_ATTENTION_AUTO && p->algo != TC_ATTENTION_WGMMA) return d;
+  if ((p->dtype != TC_FLOAT16 && p->dtype != TC_BFLOAT16) || p->head_dim < 1 || p->head_dim > 128) return d;
   if (p->batch < 1 || p->heads_q < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->seqlen_q > INT32_MAX ||
       p->seqlen_k > INT32_MAX)
     return d;
+  const bool varlen = p->cu_seqlens_q || p->cu_seqlens_k;
   const int64_t pitch = (p->seqlen_q + 7) / 8 * 8;
   const double bytes = double(p->batch) * double(p->heads_q) * double(p->seqlen_k) * double(pitch) * 2.0;
-  if (bytes > double(kDsMaxBytes)) return d;
-  d.pitch = pitch;
   d.offset = (d.total + 255) / 256 * 256;
-  d.total = d.offset + size_t(bytes);
+  if (!varlen && p->head_dim <= 64 && bytes <= double(kDsMaxBytes)) {
+    d.pitch = pitch;
+    d.total = d.offset + size_t(bytes);
+  } else if (!p->deterministic) {
+    const int64_t rows = p->heads_q * (varlen ? p->total_q : p->batch * p->seqlen_q);
+    if (rows < 1) return d;
+    d.acc_dim = p->head_dim <= 64 ? 64 : 128;
+    d.total = d.offset + size_t(rows) * size_t(d.acc_dim) * sizeof(float);
+  }
   return d;
 }
 

@@ -158,7 +158,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     const at::Tensor& out_, const at::Tensor& lse_, bool causal, std::optional<double> scale, int64_t window_left,
     int64_t window_right, double softcap, bool top_left, const std::optional<at::Tensor>& cu_seqlens_q,
     const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo,
-    const std::array<at::Tensor, 3>* into = nullptr) {
+    bool deterministic, const std::array<at::Tensor, 3>* into = nullptr) {
   at::Tensor keep[2];
   Varlen vl = varlen_of(op, q_, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, keep);
   const auto [q, k, v, s] = inputs(op, q_, k_, v_, vl);
@@ -182,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
       .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq4.data_ptr(),
       .grad_k = gk4.data_ptr(), .grad_v = gv4.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
       .causal = causal, .top_left = top_left, .window_left = window_left, .window_right = window_right,
-      .algo = algo_of(op, algo)};
+      .algo = algo_of(op, algo), .deterministic = deterministic};
   set_varlen(p, vl);
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   strides(g, p.grad_o_stride), strides(gq4, p.grad_q_stride), strides(gk4, p.grad_k_stride),
@@ -197,7 +197,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(const at::Tensor& q, const at
                                                    int64_t window_right, double softcap, bool top_left,
                                                    const std::optional<at::Tensor>& cu_seqlens_q,
                                                    const std::optional<at::Tensor>& cu_seqlens_k,
-                                                   int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo) {
+                                                   int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo,
+                                                   bool /*deterministic: the backward's*/) {
   const char* op = "flash_attention";
   check_args(op, {{"q", q}, {"k", k}, {"v", v}});
   return forward(op, q, k, v, causal, scale, window_left, window_right, softcap, top_left, cu_seqlens_q,
@@ -208,11 +209,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
     const at::Tensor& lse, bool causal, std::optional<double> scale, int64_t window_left, int64_t window_right,
     double softcap, bool top_left, const std::optional<at::Tensor>& cu_seqlens_q,
-    const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo) {
+    const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t algo,
+    bool deterministic) {
   const char* op = "flash_attention_backward";
   check_args(op, {{"grad_out", grad_out}, {"q", q}, {"k", k}, {"v", v}, {"out", out}});
   return backward(op, grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap, top_left,
-                  cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, algo);
+                  cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, algo, deterministic);
 }
 
 // q, k and v: qkv's slices along dim 2.
@@ -225,7 +227,7 @@ std::array<at::Tensor, 3> unpack(const char* op, const at::Tensor& qkv) {
 std::tuple<at::Tensor, at::Tensor> flash_attention_qkvpacked(const at::Tensor& qkv, bool causal,
                                                              std::optional<double> scale, int64_t window_left,
                                                              int64_t window_right, double softcap, bool top_left,
-                                                             int64_t algo) {
+                                                             int64_t algo, bool /*deterministic: the backward's*/) {
   const char* op = "flash_attention_qkvpacked";
   check_args(op, {{"qkv", qkv}});
   const auto [q, k, v] = unpack(op, qkv);
@@ -236,14 +238,14 @@ std::tuple<at::Tensor, at::Tensor> flash_attention_qkvpacked(const at::Tensor& q
 at::Tensor flash_attention_qkvpacked_backward(const at::Tensor& grad_out, const at::Tensor& qkv, const at::Tensor& out,
                                               const at::Tensor& lse, bool causal, std::optional<double> scale,
                                               int64_t window_left, int64_t window_right, double softcap,
-                                              bool top_left, int64_t algo) {
+                                              bool top_left, int64_t algo, bool deterministic) {
   const char* op = "flash_attention_qkvpacked_backward";
   check_args(op, {{"grad_out", grad_out}, {"qkv", qkv}, {"out", out}});
   const auto [q, k, v] = unpack(op, qkv);
   at::Tensor grad = empty_contiguous(qkv.sizes(), qkv);
   const std::array<at::Tensor, 3> into = unpack(op, grad);
   backward(op, grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap, top_left,
-           std::nullopt, std::nullopt, -1, -1, algo, &into);
+           std::nullopt, std::nullopt, -1, -1, algo, deterministic, &into);
   return grad;
 }
 
@@ -262,16 +264,19 @@ void impls(M& m) {
   "bool causal=False, float? scale=None, int window_left=-1, int window_right=-1, float softcap=0.0, bool top_left=False"
 #define TC_ATTENTION_OPTIONS_GIVEN \
   "bool causal, float? scale, int window_left, int window_right, float softcap, bool top_left"
+// Keyword-only, every form: the CUDA kernels' variant (tc_attention_algo), and whether the backward must give the
+// same bits every run (the forwards take it so that autograd can hand it to their backward).
+#define TC_ATTENTION_KW "int algo=0, bool deterministic=False"
 
 TORCH_LIBRARY_FRAGMENT(tinycuda, m) {
   m.def("flash_attention(Tensor q, Tensor k, Tensor v, " TC_ATTENTION_OPTIONS ", Tensor? cu_seqlens_q=None, "
-        "Tensor? cu_seqlens_k=None, int max_seqlen_q=-1, int max_seqlen_k=-1, *, int algo=0) -> (Tensor, Tensor)");
+        "Tensor? cu_seqlens_k=None, int max_seqlen_q=-1, int max_seqlen_k=-1, *, " TC_ATTENTION_KW ") -> (Tensor, Tensor)");
   m.def("flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
         TC_ATTENTION_OPTIONS_GIVEN ", Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, int max_seqlen_q=-1, "
-        "int max_seqlen_k=-1, *, int algo=0) -> (Tensor, Tensor, Tensor)");
-  m.def("flash_attention_qkvpacked(Tensor qkv, " TC_ATTENTION_OPTIONS ", *, int algo=0) -> (Tensor, Tensor)");
+        "int max_seqlen_k=-1, *, " TC_ATTENTION_KW ") -> (Tensor, Tensor, Tensor)");
+  m.def("flash_attention_qkvpacked(Tensor qkv, " TC_ATTENTION_OPTIONS ", *, " TC_ATTENTION_KW ") -> (Tensor, Tensor)");
   m.def("flash_attention_qkvpacked_backward(Tensor grad_out, Tensor qkv, Tensor out, Tensor lse, "
-        TC_ATTENTION_OPTIONS_GIVEN ", *, int algo=0) -> Tensor");
+        TC_ATTENTION_OPTIONS_GIVEN ", *, " TC_ATTENTION_KW ") -> Tensor");
 }
 
 TC_REGISTER_IMPLS(impls)

@@ -29,10 +29,13 @@ def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=
     FlashAttention, since reading them off the device would synchronize).
     Masks and causal alignment hold per sequence; rows in no sequence come out 0.
 
-    deterministic: FlashAttention's flag, accepted for its signature; every
-    backward here is deterministic (no atomics: dQ and dK/dV each have one
-    owner that adds in a fixed order), so both values give bit-identical
-    gradients run to run. (The CUDA kernels' kept variants: tinycuda.variants.)"""
+    deterministic: FlashAttention's flag. True: bit-identical gradients run
+    to run (dQ and dK/dV each have one owner that adds in a fixed order).
+    False (the default): CUDA's Hopper backward (fp16/bf16, head_dim <= 128)
+    adds each block's share of dQ into a float32 accumulator, as
+    FlashAttention does, which is faster but leaves dQ's last bits to the
+    order of those adds; elsewhere both give the same bits. (The CUDA
+    kernels' kept variants: tinycuda.variants.)"""
     op = "tinycuda::flash_attention"
     if not isinstance(deterministic, bool):
         raise TypeError(f"{op}: deterministic must be a bool, got {type(deterministic).__name__}")
@@ -41,17 +44,22 @@ def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=
     left, right = window
     return torch.ops.tinycuda.flash_attention(
         q, k, v, causal, scale, left, right, softcap, False, cu_seqlens_q, cu_seqlens_k,
-        -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k)[0]
+        -1 if max_seqlen_q is None else max_seqlen_q, -1 if max_seqlen_k is None else max_seqlen_k,
+        deterministic=deterministic)[0]
 
 
-def flash_attention_qkvpacked(qkv, causal=False, scale=None, window=(-1, -1), softcap=0.0):
+def flash_attention_qkvpacked(qkv, causal=False, scale=None, window=(-1, -1), softcap=0.0, deterministic=False):
     """flash_attention(q, k, v, ...) of qkv [B, S, 3, H, D] (FlashAttention's
     flash_attn_qkvpacked_func): q, k and v are its slices along dim 2, read in
     place, as one projection's output viewed gives them; the gradient is one
     tensor like qkv, so nothing stacks the three (an unbind's backward copies
     them). The options are flash_attention's."""
+    if not isinstance(deterministic, bool):
+        raise TypeError("tinycuda::flash_attention_qkvpacked: deterministic must be a bool, got "
+                        f"{type(deterministic).__name__}")
     left, right = window
-    return torch.ops.tinycuda.flash_attention_qkvpacked(qkv, causal, scale, left, right, softcap)[0]
+    return torch.ops.tinycuda.flash_attention_qkvpacked(qkv, causal, scale, left, right, softcap,
+                                                        deterministic=deterministic)[0]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -59,7 +67,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """F.scaled_dot_product_attention on [B, H, S, D] (or [H, S, D]) tensors,
     through the flash kernels, read in place (no transposed copy). is_causal
     aligns top-left, as torch does. Not supported: attn_mask, dropout_p > 0,
-    a value head dim other than the query's."""
+    a value head dim other than the query's. The backward is bit-identical run
+    to run when torch.use_deterministic_algorithms(True) is set (flash_attention's
+    deterministic)."""
     op = "tinycuda::scaled_dot_product_attention"
     if attn_mask is not None:
         raise ValueError(f"{op}: attn_mask is not supported (use is_causal, or flash_attention's window)")
@@ -79,7 +89,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     three = query.dim() == 3
     q, k, v = (t.unsqueeze(0) if three else t for t in (query, key, value))
     out = torch.ops.tinycuda.flash_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal,
-                                             scale, -1, -1, 0.0, True)[0].transpose(1, 2)
+                                             scale, -1, -1, 0.0, True,
+                                             deterministic=torch.are_deterministic_algorithms_enabled())[0].transpose(1, 2)
     return out.squeeze(0) if three else out
 
 
@@ -109,7 +120,7 @@ def _lse_dtype(q):
 
 @register_fake("tinycuda::flash_attention")
 def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, softcap, top_left, cu_seqlens_q=None,
-                          cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1, algo=0):
+                          cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1, algo=0, deterministic=False):
     _check_shapes("flash_attention", q, k, v, cu_seqlens_q)
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q, cu_seqlens_q, max_seqlen_q), dtype=_lse_dtype(q))
 
@@ -117,7 +128,7 @@ def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, sof
 @register_fake("tinycuda::flash_attention_backward")
 def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
                                    top_left, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1,
-                                   algo=0):
+                                   algo=0, deterministic=False):
     op = "tinycuda::flash_attention_backward"
     _check_shapes("flash_attention_backward", q, k, v, cu_seqlens_q)
     shape = _lse_shape(q, cu_seqlens_q, max_seqlen_q)
@@ -130,7 +141,8 @@ def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, w
 
 
 @register_fake("tinycuda::flash_attention_qkvpacked")
-def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_right, softcap, top_left, algo=0):
+def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_right, softcap, top_left, algo=0,
+                                    deterministic=False):
     torch._check(qkv.dim() == 5 and qkv.shape[2] == 3,
                  lambda: "tinycuda::flash_attention_qkvpacked: qkv must be 5-D [batch, seqlen, 3, heads, head_dim]")
     q = qkv[:, :, 0]
@@ -139,7 +151,7 @@ def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_righ
 
 @register_fake("tinycuda::flash_attention_qkvpacked_backward")
 def _flash_attention_qkvpacked_backward_fake(grad_out, qkv, out, lse, causal, scale, window_left, window_right,
-                                             softcap, top_left, algo=0):
+                                             softcap, top_left, algo=0, deterministic=False):
     return qkv.new_empty(qkv.shape)
 
 
@@ -149,6 +161,13 @@ def _options(op, inputs):
     args = [a for a in op.default._schema.arguments if not a.kwarg_only]
     tensors = sum(1 for a in args if a.name in ("q", "k", "v", "qkv"))
     return {a.name: (inputs[i] if i < len(inputs) else a.default_value) for i, a in enumerate(args) if i >= tensors}
+
+
+def _keywords(given):
+    """The forward's keyword-only options (algo: a variant's backward runs the same one; deterministic), with the
+    schema's defaults for any left out: what its backward is called with."""
+    schema = torch.ops.tinycuda.flash_attention.default._schema
+    return {a.name: given.get(a.name, a.default_value) for a in schema.arguments if a.kwarg_only}
 
 
 _DEFAULTS = _options(torch.ops.tinycuda.flash_attention, ())
@@ -163,7 +182,7 @@ def _setup(ctx, inputs, keyword_only_inputs, output):
     args = {**_DEFAULTS, **dict(zip(_DEFAULTS, rest))}
     ctx.save_for_backward(q, k, v, out, lse, *(args.pop(name) for name in _OFFSETS))
     ctx.args = args
-    ctx.algo = keyword_only_inputs.get("algo", 0)  # a variant's backward runs the same algo
+    ctx.kw = _keywords(keyword_only_inputs)
 
 
 def _backward(ctx, grad, _grad_lse):
@@ -171,7 +190,7 @@ def _backward(ctx, grad, _grad_lse):
         return None, None, None, *(None,) * (len(ctx.needs_input_grad) - 3)
     q, k, v, out, lse, *offsets = ctx.saved_tensors
     gq, gk, gv = torch.ops.tinycuda.flash_attention_backward(grad, q, k, v, out, lse, **ctx.args,
-                                                             **dict(zip(_OFFSETS, offsets)), algo=ctx.algo)
+                                                             **dict(zip(_OFFSETS, offsets)), **ctx.kw)
     return gq, gk, gv, *(None,) * (len(ctx.needs_input_grad) - 3)
 
 
@@ -184,7 +203,7 @@ def _setup_packed(ctx, inputs, keyword_only_inputs, output):
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(inputs[0], out, lse)
     ctx.args = _options(torch.ops.tinycuda.flash_attention_qkvpacked, inputs)
-    ctx.algo = keyword_only_inputs.get("algo", 0)
+    ctx.kw = _keywords(keyword_only_inputs)
 
 
 def _backward_packed(ctx, grad, _grad_lse):
@@ -193,7 +212,7 @@ def _backward_packed(ctx, grad, _grad_lse):
         return None, *rest
     qkv, out, lse = ctx.saved_tensors
     return torch.ops.tinycuda.flash_attention_qkvpacked_backward(grad, qkv, out, lse, **ctx.args,
-                                                                 algo=ctx.algo), *rest
+                                                                 **ctx.kw), *rest
 
 
 torch.library.register_autograd("tinycuda::flash_attention_qkvpacked", _backward_packed, setup_context=_setup_packed)

@@ -37,8 +37,13 @@
  *   D_i = <dO_i, O_i>,  dP_ij = <dO_i, V_j>,  dS_ij = P_ij (dP_ij - D_i)
  *   dV_j = sum_i P_ij dO_i,  dQ_i = scale * sum_j dS'_ij K_j,  dK_j = scale * sum_i dS'_ij Q_i
  * with dS' = dS, or dS * (1 - tanh^2) with softcap; dK, dV sum over the query
- * heads of a group. Deterministic: dQ and dK/dV are each computed by one block
- * walking its keys or queries in order (no atomics).
+ * heads of a group. With `deterministic` set (and always on the CPU) dQ and
+ * dK/dV are each computed by one block walking its keys or queries in order,
+ * no atomics: the same bits every run. Without it, CUDA's wgmma backward
+ * (fp16/bf16, head_dim <= 128) computes dQ where it has dS, in the dK/dV
+ * kernel, and adds each block's share into a float32 accumulator in the
+ * workspace (FlashAttention-2/3's dQ): two products fewer, but the order of
+ * those adds, hence dQ's last bits, varies run to run.
  *
  * Split-KV forward (flash-decoding; CUDA, algo AUTO only): with a few query
  * rows (seqlen_q <= 8) and too few (batch, kv head) pairs to fill the GPU,
@@ -125,7 +130,9 @@ typedef struct {
   const int32_t* cu_seqlens_k;
   int64_t total_q, total_k;    /* varlen: the packed rows of q (and o), of k and v */
   tc_attention_algo algo;
-  void* workspace;     /* CUDA: D_i, [batch, heads_q, seqlen_q] float (double) */
+  int deterministic;   /* nonzero: bit-identical gradients run to run (above) */
+  void* workspace;     /* CUDA: tc_flash_attention_backward_workspace_size() bytes: D_i, [batch, heads_q,
+                          seqlen_q] float (double), then the wgmma backward's dS^T or dQ accumulator */
   size_t workspace_bytes;
   void* stream;
 } tc_flash_attention_backward_params;
