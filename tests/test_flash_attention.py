@@ -162,7 +162,8 @@ def test_flash_attention_backward_is_deterministic(device, head_dim):
     100 reruns: 100 on CUDA, 3 on the slower CPU). deterministic=False: dK and
     dV are still the same bits (one owner each); dQ, which CUDA's Hopper
     backward adds into an accumulator in no fixed order, may differ in its
-    last bits only."""
+    last bits only. None, the default, follows torch.use_deterministic_algorithms;
+    the packed form hands its flag to its backward as well."""
     q, k, v = (t.requires_grad_() for t in _qkv(2, 150, 190, 8, 2, head_dim, device, torch.bfloat16))
     g = torch.randn(2, 150, 8, head_dim, device=device).bfloat16()
 
@@ -178,10 +179,26 @@ def test_flash_attention_backward_is_deterministic(device, head_dim):
         fast = grads(False)
         assert torch.equal(fast[1], first[1]) and torch.equal(fast[2], first[2])
         torch.testing.assert_close(fast[0], first[0], rtol=2 ** -7, atol=1e-5)  # bf16: about one ulp
-    with pytest.raises(TypeError, match=r"tinycuda::flash_attention: deterministic must be a bool"):
+    # None (the default) follows torch.use_deterministic_algorithms
+    was, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        for _ in range(10 if device == "cuda" else 1):
+            for a, b in zip(first, grads(None)):
+                assert torch.equal(a, b)
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+    # the packed form hands its flag to its backward too
+    qkv = torch.randn(2, 150, 3, 8, head_dim, device=device).bfloat16().requires_grad_()
+    g3 = torch.randn(2, 150, 8, head_dim, device=device).bfloat16()
+    once = torch.autograd.grad(ops.flash_attention_qkvpacked(qkv, causal=True, deterministic=True), qkv, g3)[0]
+    for _ in range(10 if device == "cuda" else 1):
+        again = torch.autograd.grad(ops.flash_attention_qkvpacked(qkv, causal=True, deterministic=True), qkv, g3)[0]
+        assert torch.equal(once, again)
+    with pytest.raises(TypeError, match=r"tinycuda::flash_attention: deterministic must be a bool or None"):
         ops.flash_attention(q, k, v, deterministic=1)
-    with pytest.raises(TypeError, match=r"tinycuda::flash_attention_qkvpacked: deterministic must be a bool"):
-        ops.flash_attention_qkvpacked(torch.stack([q, q, q], 2), deterministic=None)
+    with pytest.raises(TypeError, match=r"tinycuda::flash_attention_qkvpacked: deterministic must be a bool or None"):
+        ops.flash_attention_qkvpacked(qkv, deterministic=1)
 
 
 @requires_cuda

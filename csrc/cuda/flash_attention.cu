@@ -1517,7 +1517,8 @@ tc_status launch(const char* op, const Fwd<T>& a, cudaStream_t stream, const cha
 //                  then the tile through `stage` and one bulk add (add_dq)
 // dQ and dK are scaled once at the end and leave through their warp's own rows
 // of the Q (K, V) tile as 16-byte stores. One owner per output row, tiles in
-// a fixed order: no atomics, the same bits every run.
+// a fixed order: no atomics, the same bits every run (but for kAcc's dQ,
+// whose shares the L2 adds in no fixed order).
 //
 // A consumer skips the tiles outside its 64 rows' band (wgmma is
 // warpgroup-wide); a warp masks per element only tiles crossing its 16 rows'
@@ -2084,7 +2085,7 @@ attention_dkv_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_
       // kAcc: dS^T into box u % 2 as the dS path stores it, for dQ = dS K
       // below (the box of two tiles ago: every warp's wgmma reading it
       // completed before the last tile's barrier)
-      T* box = sds + (2 * c + (u & 1)) * 64 * 64;
+      [[maybe_unused]] T* box = sds + (2 * c + (u & 1)) * 64 * 64;
       if constexpr (kAcc) {
         const uint32_t at0 = swizzled_x4_base(box, warp, lane);
 #pragma unroll
@@ -2185,7 +2186,7 @@ const char* bwd_blocker(const tc_flash_attention_backward_params* p) {
   if (p->seqlen_q > INT32_MAX || p->seqlen_k > INT32_MAX || p->heads_q > INT32_MAX || p->batch > INT32_MAX ||
       (p->cu_seqlens_q && (p->total_q > INT32_MAX || p->total_k > INT32_MAX)))
     return "sizes below 2^31 (TMA coordinates are 32-bit)";
-  const size_t smem = p->head_dim <= 64 ? kDkvSmem<64, true> : kDkvSmem<128, true>;  // dkv's is the larger
+  const size_t smem = p->head_dim <= 64 ? kDkvSmem<64> : kDkvSmem<128>;  // dkv's is the larger (kAcc's: the launcher)
   if (size_t(smem_optin()) < smem) return "more shared memory per block than this device allows";
   return nullptr;
 }
@@ -2224,7 +2225,8 @@ bool ds_map(CUtensorMap* map, const Bwd<T>& a) {
 }
 
 // dq, then dkv (delta is in the workspace already); on the dS path (a.ds),
-// dkv then dq from its dS.
+// dkv then dq from its dS; on the accumulator path (a.dq_acc, zeroed
+// already), dkv with dQ, then dQ out of the accumulator.
 template <class T, int D>
 tc_status launch_backward(const char* op, const Bwd<T>& a, const BwdMaps& m, cudaStream_t stream) {
   const int64_t q_tiles = (a.seqlen_q + kBwdRows - 1) / kBwdRows, dq_blocks = a.batch * a.heads_q * q_tiles;
@@ -2721,9 +2723,13 @@ tc_status tc_flash_attention_backward_cuda(const tc_flash_attention_backward_par
           a.ds_pitch = dq.pitch;
           if (!fa3::ds_map(&maps.ds, a)) a.ds = nullptr;
         }
-        if (wgmma && dq.acc_dim) {
+        // the accumulator path where its bulk adds can run (16-byte aligned rows, kAcc's shared memory); else dq
+        // recomputes dS, deterministic anyway
+        const size_t acc_smem = p->head_dim <= 64 ? fa3::kDkvSmem<64, true> : fa3::kDkvSmem<128, true>;
+        if (wgmma && dq.acc_dim && reinterpret_cast<uintptr_t>(ws) % 16 == 0 && size_t(smem_optin()) >= acc_smem) {
           a.dq_acc = reinterpret_cast<float*>(ws);
-          TC_RETURN_IF_ERROR(cuda_status(op, "cudaMemsetAsync", cudaMemsetAsync(a.dq_acc, 0, dq.total - dq.offset, stream)));
+          TC_RETURN_IF_ERROR(
+              cuda_status(op, "cudaMemsetAsync", cudaMemsetAsync(a.dq_acc, 0, dq.total - dq.offset, stream)));
         }
       }
     }

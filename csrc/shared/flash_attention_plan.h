@@ -126,12 +126,13 @@ inline AttentionSplit attention_split(const tc_flash_attention_params* p) {
 //  - the accumulator path (where the dS path is not taken, without
 //    `deterministic`; head_dim <= 128, varlen too): dkv also multiplies
 //    dQ += dS K for its keys and adds the float32 tile into an accumulator
-//    [heads_q][rows][64 or 128] (FlashAttention-2/3's dQ; rows: batch x
-//    seqlen_q, or total_q packed), which one pass then scales into grad_q.
-//    5 products instead of 7; the adds' order varies run to run. H200, bf16,
-//    the backward alone: 4 x 32 heads x 4096, D = 64: 5.06 -> 4.57 ms; D =
-//    128: 8.32 -> 8.18 (causal 4.56 -> 4.12). Where the dS path fits it is
-//    the faster one (GPT-2's layer: 0.344 against 0.356 ms), so it stays.
+//    of float32 rows of 64 or 128 columns, one per query row in lse's order
+//    ([batch][heads_q][seqlen_q]; packed: [heads_q][total_q]), which one pass
+//    then scales into grad_q (FlashAttention-2/3's dQ). 5 products instead of
+//    7; the adds' order varies run to run. H200, bf16, the backward alone:
+//    4 x 32 heads x 4096, D = 64: 5.29 -> 4.75 ms; D = 128: 8.49 -> 8.39
+//    (causal 4.66 -> 4.16). Where the dS path fits it is the faster one
+//    (GPT-2's layer: 0.344 against 0.356 ms, first run), so it stays.
 // Devices that run no wgmma backward leave the bytes unused: the query asks
 // no device, as the split's does not.
 constexpr size_t kDsMaxBytes = size_t(512) << 20;

@@ -182,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
       .o = o.data_ptr(), .lse = lse.data_ptr(), .grad_o = g.data_ptr(), .grad_q = gq4.data_ptr(),
       .grad_k = gk4.data_ptr(), .grad_v = gv4.data_ptr(), .scale = resolve_scale(s, scale), .softcap = softcap,
       .causal = causal, .top_left = top_left, .window_left = window_left, .window_right = window_right,
-      .algo = algo_of(op, algo), .deterministic = deterministic};
+      .algo = algo_of(op, algo), .deterministic = deterministic};  // workspace, stream: call_with_workspace
   set_varlen(p, vl);
   strides(q, p.q_stride), strides(k, p.k_stride), strides(v, p.v_stride), strides(o, p.o_stride);
   strides(g, p.grad_o_stride), strides(gq4, p.grad_q_stride), strides(gk4, p.grad_k_stride),

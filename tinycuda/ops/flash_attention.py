@@ -12,7 +12,7 @@ __all__ = ["flash_attention", "flash_attention_qkvpacked", "scaled_dot_product_a
 
 
 def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, cu_seqlens_q=None,
-                    cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, deterministic=False):
+                    cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, deterministic=None):
     """softmax(q k^T * scale) v per (batch, head): q [B, Sq, Hq, D], k and v
     [B, Sk, Hkv, D] with Hq a multiple of Hkv (grouped-query attention).
     causal: query i sees keys up to i + Sk - Sq (aligned bottom-right, as
@@ -31,14 +31,15 @@ def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=
 
     deterministic: FlashAttention's flag. True: bit-identical gradients run
     to run (dQ and dK/dV each have one owner that adds in a fixed order).
-    False (the default): CUDA's Hopper backward (fp16/bf16, head_dim <= 128)
-    adds each block's share of dQ into a float32 accumulator, as
-    FlashAttention does, which is faster but leaves dQ's last bits to the
-    order of those adds; elsewhere both give the same bits. (The CUDA
-    kernels' kept variants: tinycuda.variants.)"""
+    False: where CUDA's Hopper backward (fp16/bf16, head_dim <= 128) cannot
+    keep dS (above 512 MiB of it, head_dim above 64, or varlen), it adds each
+    block's share of dQ into a float32 accumulator, as FlashAttention does,
+    which is faster but leaves dQ's last bits to the order of those adds;
+    elsewhere both give the same bits. None (the default): True when
+    torch.use_deterministic_algorithms(True) is set. (The CUDA kernels' kept
+    variants: tinycuda.variants.)"""
     op = "tinycuda::flash_attention"
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"{op}: deterministic must be a bool, got {type(deterministic).__name__}")
+    deterministic = _deterministic(op, deterministic)
     if cu_seqlens_q is not None and (max_seqlen_q is None or max_seqlen_k is None):
         raise ValueError(f"{op}: max_seqlen_q and max_seqlen_k must be given with cu_seqlens_q/k")
     left, right = window
@@ -48,15 +49,13 @@ def flash_attention(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=
         deterministic=deterministic)[0]
 
 
-def flash_attention_qkvpacked(qkv, causal=False, scale=None, window=(-1, -1), softcap=0.0, deterministic=False):
+def flash_attention_qkvpacked(qkv, causal=False, scale=None, window=(-1, -1), softcap=0.0, deterministic=None):
     """flash_attention(q, k, v, ...) of qkv [B, S, 3, H, D] (FlashAttention's
     flash_attn_qkvpacked_func): q, k and v are its slices along dim 2, read in
     place, as one projection's output viewed gives them; the gradient is one
     tensor like qkv, so nothing stacks the three (an unbind's backward copies
     them). The options are flash_attention's."""
-    if not isinstance(deterministic, bool):
-        raise TypeError("tinycuda::flash_attention_qkvpacked: deterministic must be a bool, got "
-                        f"{type(deterministic).__name__}")
+    deterministic = _deterministic("tinycuda::flash_attention_qkvpacked", deterministic)
     left, right = window
     return torch.ops.tinycuda.flash_attention_qkvpacked(qkv, causal, scale, left, right, softcap,
                                                         deterministic=deterministic)[0]
@@ -69,7 +68,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     aligns top-left, as torch does. Not supported: attn_mask, dropout_p > 0,
     a value head dim other than the query's. The backward is bit-identical run
     to run when torch.use_deterministic_algorithms(True) is set (flash_attention's
-    deterministic)."""
+    deterministic=None)."""
     op = "tinycuda::scaled_dot_product_attention"
     if attn_mask is not None:
         raise ValueError(f"{op}: attn_mask is not supported (use is_causal, or flash_attention's window)")
@@ -90,11 +89,20 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = (t.unsqueeze(0) if three else t for t in (query, key, value))
     out = torch.ops.tinycuda.flash_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal,
                                              scale, -1, -1, 0.0, True,
-                                             deterministic=torch.are_deterministic_algorithms_enabled())[0].transpose(1, 2)
+                                             deterministic=_deterministic(op, None))[0].transpose(1, 2)
     return out.squeeze(0) if three else out
 
 
 scaled_dot_product_attention.runs = "flash_attention"  # the op under it (tests/test_build.py)
+
+
+def _deterministic(op, flag):
+    """The backward's `deterministic`: the caller's bool, or with None torch's global setting."""
+    if flag is None:
+        return torch.are_deterministic_algorithms_enabled()
+    if not isinstance(flag, bool):
+        raise TypeError(f"{op}: deterministic must be a bool or None, got {type(flag).__name__}")
+    return flag
 
 
 def _check_shapes(op, q, k, v, cu_q):

@@ -42,8 +42,10 @@
  * no atomics: the same bits every run. Without it, CUDA's wgmma backward
  * (fp16/bf16, head_dim <= 128) computes dQ where it has dS, in the dK/dV
  * kernel, and adds each block's share into a float32 accumulator in the
- * workspace (FlashAttention-2/3's dQ): two products fewer, but the order of
- * those adds, hence dQ's last bits, varies run to run.
+ * workspace (FlashAttention-2/3's dQ) where it cannot keep dS (the plan in
+ * shared/flash_attention_plan.h; GPT-2's shapes keep it and stay bit-exact):
+ * two products fewer, but the order of those adds, hence dQ's last bits,
+ * varies run to run.
  *
  * Split-KV forward (flash-decoding; CUDA, algo AUTO only): with a few query
  * rows (seqlen_q <= 8) and too few (batch, kv head) pairs to fill the GPU,
@@ -130,11 +132,13 @@ typedef struct {
   const int32_t* cu_seqlens_k;
   int64_t total_q, total_k;    /* varlen: the packed rows of q (and o), of k and v */
   tc_attention_algo algo;
-  int deterministic;   /* nonzero: bit-identical gradients run to run (above) */
-  void* workspace;     /* CUDA: tc_flash_attention_backward_workspace_size() bytes: D_i, [batch, heads_q,
-                          seqlen_q] float (double), then the wgmma backward's dS^T or dQ accumulator */
+  void* workspace;     /* CUDA: tc_flash_attention_backward_workspace_size() bytes (16-byte aligned): D_i,
+                          [batch, heads_q, seqlen_q] float (double), then the wgmma backward's dS^T or dQ
+                          accumulator */
   size_t workspace_bytes;
   void* stream;
+  int deterministic;   /* nonzero: bit-identical gradients run to run (above); last, so the fields before it
+                          keep their offsets */
 } tc_flash_attention_backward_params;
 
 TC_API tc_status tc_flash_attention_cpu(const tc_flash_attention_params* p);
