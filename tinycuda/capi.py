@@ -2252,7 +2252,8 @@ def flash_attention_backward(grad_out, q, k, v, out, lse, causal, scale, window_
     _call(op, qv, stream, **dims, q=qv, q_stride=rs["q"], k=v_["k"], k_stride=rs["k"], v=v_["v"], v_stride=rs["v"],
           o=v_["out"], o_stride=rs["q"], lse=lv, grad_o=v_["grad_out"], grad_o_stride=rs["q"], grad_q=gqv,
           grad_q_stride=rs["q"], grad_k=gkv, grad_k_stride=rs["k"], grad_v=gvv, grad_v_stride=rs["v"], algo=algo,
-          deterministic=int(bool(deterministic)), **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+          deterministic=int(bool(deterministic)),
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return gq, gk, gv
 
 
@@ -2306,7 +2307,8 @@ def flash_attention_qkvpacked_backward(grad_out, qkv, out, lse, causal, scale, w
     _call(op, v, stream, entry="flash_attention_backward", **dims, q=q, q_stride=st, k=k, k_stride=st, v=v_,
           v_stride=st, o=named["out"], o_stride=rs, lse=lv, grad_o=named["grad_out"], grad_o_stride=rs, grad_q=gq,
           grad_q_stride=st, grad_k=gk, grad_k_stride=st, grad_v=gvv, grad_v_stride=st, algo=algo,
-          deterministic=int(bool(deterministic)), **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
+          deterministic=int(bool(deterministic)),
+          **_attention_options(scale, dims["head_dim"], window_left, window_right, softcap, causal, top_left))
     return g
 
 
