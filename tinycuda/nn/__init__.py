@@ -274,7 +274,8 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
             bs = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None,) * 3
             q, k, v = (ops.linear(t, w, bias).view(t.shape[0], t.shape[1], h, d)
                        for t, w, bias in zip((query, key, value), ws, bs))
-        o = torch.ops.tinycuda.flash_attention(q, k, v, is_causal, None, -1, -1, 0.0, True)[0]
+        o = torch.ops.tinycuda.flash_attention(q, k, v, is_causal, None, -1, -1, 0.0, True,
+                                               deterministic=torch.are_deterministic_algorithms_enabled())[0]
         out = ops.linear(o.reshape(b, lq, e), self.out_proj.weight, self.out_proj.bias)
         if not self.batch_first:
             out = out.transpose(0, 1)
