@@ -171,14 +171,16 @@ def _options(op, inputs):
     return {a.name: (inputs[i] if i < len(inputs) else a.default_value) for i, a in enumerate(args) if i >= tensors}
 
 
+_DEFAULTS = _options(torch.ops.tinycuda.flash_attention, ())
+# the keyword-only options (algo, deterministic) and their defaults, read off the schema once
+_KW_DEFAULTS = {a.name: a.default_value for a in torch.ops.tinycuda.flash_attention.default._schema.arguments
+                if a.kwarg_only}
+
+
 def _keywords(given):
     """The forward's keyword-only options (algo: a variant's backward runs the same one; deterministic), with the
     schema's defaults for any left out: what its backward is called with."""
-    schema = torch.ops.tinycuda.flash_attention.default._schema
-    return {a.name: given.get(a.name, a.default_value) for a in schema.arguments if a.kwarg_only}
-
-
-_DEFAULTS = _options(torch.ops.tinycuda.flash_attention, ())
+    return {name: given.get(name, default) for name, default in _KW_DEFAULTS.items()}
 _OFFSETS = ("cu_seqlens_q", "cu_seqlens_k")  # tensors: saved for backward, not kept on ctx
 
 
