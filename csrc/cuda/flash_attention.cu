@@ -60,10 +60,11 @@
 //         blocks, FA2's shape at D = 128) would feed 4.
 //  WGMMA  Hopper (sm_90a; the MMA rules plus TMA's): 128 query rows a block,
 //         a TMA producer warpgroup and two wgmma consumers (the fa3 section
-//         below). Same shape as above: D = 64: 333 (causal 292), D = 128: 548
-//         at 4 x 32 heads (causal 500), D = 256: 609 TFLOP/s; cuDNN measured
-//         the same way 462 / 669 (599) / 724. Without the consumers' ping-pong:
-//         318 (256), 549 (441), 597.
+//         below). Same shape as above, before the intra-warpgroup overlap:
+//         D = 64: 333 (causal 292), D = 128: 548 at 4 x 32 heads (causal 500),
+//         D = 256: 609 TFLOP/s; cuDNN measured the same way 462 / 669 (599) /
+//         724. Without the consumers' ping-pong: 318 (256), 549 (441), 597.
+//         With the overlap (H200): the fa3 section.
 //
 //  SPLIT  flash-decoding, AUTO only (not a kept variant): seqlen_q <= 8 and
 //         too few (b, kv head) pairs to fill the GPU (plan::attention_split,
@@ -412,13 +413,13 @@ __device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logi
   }
 }
 
-// The online softmax, row by row: the max over the quad, acc and l rescaled
-// by exp(m_old - m_new), s becomes P = exp(s - m_new). A row with every logit
+// The online softmax, row by row: the max over the quad, l rescaled by
+// corr = exp(m_old - m_new), s becomes P = exp(s - m_new); the caller rescales
+// its O by corr (rescale) once no wgmma is writing O. A row with every logit
 // -inf so far has m = -inf; it exponentiates against 0 instead (FA2), so P =
 // exp(-inf) = 0 and the rescale exp(-inf - 0) = 0, never exp(-inf + inf).
-template <int BN, int DT>
-__device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&acc)[DT][4], float (&m)[2],
-                                             float (&l)[2]) {
+template <int BN>
+__device__ __forceinline__ void softmax_p(float (&s)[BN / 8][4], float (&m)[2], float (&l)[2], float (&corr)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -426,11 +427,9 @@ __device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&acc)
     for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
     mx = quad_reduce(mx, Max{});
     const float base = mx == -INFINITY ? 0.f : mx * kLog2e;
-    const float corr = exp2_approx(m[r] * kLog2e - base);
+    corr[r] = exp2_approx(m[r] * kLog2e - base);
     m[r] = mx;
-    l[r] *= corr;
-#pragma unroll
-    for (int nt = 0; nt < DT; ++nt) acc[nt][2 * r] *= corr, acc[nt][2 * r + 1] *= corr;
+    l[r] *= corr[r];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
@@ -439,6 +438,20 @@ __device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&acc)
         l[r] += s[nt][e];
       }
   }
+}
+template <int DT>
+__device__ __forceinline__ void rescale(float (&acc)[DT][4], const float (&corr)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < DT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] *= corr[e / 2];
+}
+template <int BN, int DT>
+__device__ __forceinline__ void softmax_step(float (&s)[BN / 8][4], float (&acc)[DT][4], float (&m)[2],
+                                             float (&l)[2]) {
+  float corr[2];
+  softmax_p<BN>(s, m, l, corr);
+  rescale(acc, corr);
 }
 
 // The A fragment of k16 step kk (keys 16kk..16kk+15) of P V is the D
@@ -1172,24 +1185,32 @@ tc_status launch_backward(const char* op, const Bwd<T>& a, bool rows_q, bool row
 }  // namespace fa2
 
 // ---------------------------------------------------------------------------
-// WGMMA forward (Hopper, sm_90a): FlashAttention-3's structure with its
-// ping-pong between consumers but without its intra-warpgroup overlap (tried:
-// slower, docs/BENCHMARKS.md). A block is 3 warpgroups over 128 query rows of one
-// (b, h): a producer whose one thread issues TMA copies (Q once, then K and V
-// tiles of kBN keys into a kStages ring, 128-byte swizzled, zero-filled past
-// seqlen and head_dim; a varlen sequence's last tile holds the next one's
-// rows instead, which the producer's warp zeroes in V), and two consumers of
-// 64 rows each that run, per tile,
-//   S = Q K^T   wgmma_ss m64 n=kBN, Q and K k-major from shared memory
-//   softmax     the mma.sync kernel's tile_logits / softmax_step on the same
-//               fragments (wgmma's m64 accumulators are four warps' m16 ones)
+// WGMMA forward (Hopper, sm_90a): FlashAttention-3's structure, with its
+// ping-pong between consumers and its intra-warpgroup overlap. A block is 3
+// warpgroups over 128 query rows of one (b, h): a producer whose one thread
+// issues TMA copies (Q once, then K and V tiles of kBN keys into a kStages
+// ring, 128-byte swizzled, zero-filled past seqlen and head_dim; a varlen
+// sequence's last tile holds the next one's rows instead, which the
+// producer's warp zeroes in V), and two consumers of 64 rows each that run,
+// per tile t,
+//   S = Q K^T   wgmma_ss m64 n=kBN, Q and K k-major from shared memory,
+//               issued together with tile t-1's P V (below)
+//   softmax     the mma.sync kernel's tile_logits / softmax_p on the same
+//               fragments (wgmma's m64 accumulators are four warps' m16 ones),
+//               while t-1's P V is still running; then O *= exp(m_old - m_new)
 //   O += P V    wgmma_rs m64 n=D, P from registers (p_fragment), V n-major
-//               (transpose bit) as it lies, [key][d] in 64-column boxes
-// and hand the stage back (mbarrier `empty`) once the P V wgmma has read it.
-// The two consumers take turns issuing Q K^T, so one's softmax runs under the
-// other's wgmma (causal D = 128: 500 against 441 TFLOP/s left to the
-// scheduler). Registers: the producer gives its own away (setmaxnreg 24 /
-// 240): O is D/2 floats a thread and S kBN/2.
+//               (transpose bit) as it lies, [key][d] in 64-column boxes;
+//               issued at tile t+1 (or after the last tile)
+// K's and V's halves of a stage have their own barriers (KvBars): K goes back
+// once S has read it, V once P V has, a tile later. The two consumers take
+// turns issuing their wgmmas, so one's softmax also runs under the other's
+// (causal D = 128, H100, before the overlap: 500 against 441 TFLOP/s left to
+// the scheduler). H200, bf16, 4 x 4096 x 32 heads (scripts/attention_fwd_probe.py,
+// one run), with the overlap against without: D = 128 570 against 511-515
+// TFLOP/s (causal 480-503 against 425-459), D = 64 353 against 313, D = 256
+// (16 heads) 607 against 574-584; cuDNN 688 / 601 / 481 / 734. Registers:
+// the producer gives its own away (setmaxnreg 24 / 240): O is D/2 floats a
+// thread, S kBN/2 and the pending P kBN/4.
 namespace fa3 {
 using namespace fa2;
 
@@ -1249,39 +1270,66 @@ __device__ __forceinline__ void zero_rows(T* tile, int from, int i, int n) {
   }
 }
 
+// wgmma_pin for registers a wgmma_rs reads: they stay that operand's until the
+// wgmma has completed, not reused for the code issued under it.
+template <int R>
+__device__ __forceinline__ void pin_regs(uint32_t (&r)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// The barriers of a K/V ring's stages. The forward splits them: K and V of a
+// stage each have a `full` and an `empty`, so K's half goes back to the
+// producer once S = Q K^T has read it while V's waits for P V, which the
+// overlapped consumers issue a tile later. dq joins them (full_v = full_k,
+// empty_v = empty_k): one wait and one release a stage. `tail` is the varlen
+// tail's (kv_ring).
+struct KvBars {
+  uint64_t *full_k, *full_v, *empty_k, *empty_v, *tail;
+  __device__ __forceinline__ bool split() const { return full_k != full_v; }
+};
+
 // The producer warp of the forward and of dq (`lane` 0..31): thread 0
 // streams `tiles` tiles of BN keys, K then V of kv head hk from key row n0,
 // through the kStages ring at skv (stage s: K at skv + 2 s BN D, V after),
-// a stage refilled once `empty[s]` says its readers are done with it. When
-// the last tile runs past a varlen sequence's end (`part`), its copies land
-// on `tail_full` instead, and the warp zeroes its rows `from`.. of K (kZeroK:
-// dq) or of V (the forward) before it hands the stage over on full[s] (the
-// kernels say why those rows).
+// each half refilled once its `empty` says its readers are done with it.
+// When the last tile runs past a varlen sequence's end (`part`), the copies
+// of K (kZeroK: dq) or of V (the forward; joined bars: both) land on `tail`
+// instead, and the warp zeroes those rows `from`.. before it hands them over
+// on their `full` (the kernels say why those rows).
 template <class T, int BN, int D, bool kZeroK>
-__device__ __forceinline__ void kv_ring(const CUtensorMap* tk, const CUtensorMap* tv, T* skv, uint64_t* full,
-                                        uint64_t* empty, uint64_t* tail_full, int tiles, int n0, int hk, int tb,
-                                        bool part, int from, int lane) {
+__device__ __forceinline__ void kv_ring(const CUtensorMap* tk, const CUtensorMap* tv, T* skv, const KvBars& bar,
+                                        int tiles, int n0, int hk, int tb, bool part, int from, int lane) {
+  constexpr uint32_t kHalf = BN * D * sizeof(T);
+  const bool split = bar.split();
   if (lane == 0)
     for (int t = 0; t < tiles; ++t) {
-      const int s = t % kStages;
-      if (t >= kStages) mbar_wait(&empty[s], (t / kStages - 1) & 1);
-      uint64_t* landed = part && t == tiles - 1 ? tail_full : &full[s];
-      mbar_expect_bytes(landed, 2 * BN * D * sizeof(T));
+      const int s = t % kStages, phase = (t / kStages - 1) & 1;
+      const bool tail = part && t == tiles - 1;
+      uint64_t* k_landed = tail && (kZeroK || !split) ? bar.tail : &bar.full_k[s];
+      uint64_t* v_landed = tail && (!kZeroK || !split) ? bar.tail : &bar.full_v[s];
       T* sk = skv + 2 * s * BN * D;
+      if (t >= kStages) mbar_wait(&bar.empty_k[s], phase);
+      mbar_expect_bytes(k_landed, split ? kHalf : 2 * kHalf);
 #pragma unroll
-      for (int x = 0; x < D / 64; ++x) {
-        tma_load_4d(sk + x * BN * 64, tk, 64 * x, n0 + t * BN, hk, tb, landed);
-        tma_load_4d(sk + BN * D + x * BN * 64, tv, 64 * x, n0 + t * BN, hk, tb, landed);
+      for (int x = 0; x < D / 64; ++x) tma_load_4d(sk + x * BN * 64, tk, 64 * x, n0 + t * BN, hk, tb, k_landed);
+      if (split) {
+        if (t >= kStages) mbar_wait(&bar.empty_v[s], phase);
+        mbar_expect_bytes(v_landed, kHalf);
       }
+#pragma unroll
+      for (int x = 0; x < D / 64; ++x)
+        tma_load_4d(sk + BN * D + x * BN * 64, tv, 64 * x, n0 + t * BN, hk, tb, v_landed);
     }
   __syncwarp();
   if (part) {  // warp-uniform; at most 127 rows x 256 bytes (D = 128): 64 stores a lane
     const int s = (tiles - 1) % kStages;
-    mbar_wait(tail_full, 0);
+    mbar_wait(bar.tail, 0);
     zero_rows<T, BN, D>(skv + 2 * s * BN * D + (kZeroK ? 0 : BN * D), from, lane, 32);
     fence_async_shared();  // each lane, before the consumers' wgmma (async proxy) read the rows
     __syncwarp();
-    if (lane == 0) mbar_arrive(&full[s]);  // release: the warp's zeros are seen by whoever waits
+    // release: the warp's zeros are seen by whoever waits
+    if (lane == 0) mbar_arrive(kZeroK ? &bar.full_k[s] : &bar.full_v[s]);
   }
 }
 
@@ -1296,7 +1344,8 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
   T* sq = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* skv = sq + kBM * D;  // stage s: K at skv + 2 s BN D, V right after
-  __shared__ __align__(8) uint64_t q_full, full[kStages], empty[kStages], tail_full;
+  __shared__ __align__(8) uint64_t q_full, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages],
+      tail_full;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int64_t id = blockIdx.x, bh = id / q_tiles, m0 = (q_tiles - 1 - id % q_tiles) * kBM;
@@ -1316,7 +1365,10 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
 
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
-    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 2);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full_k[s], 1), mbar_init(&full_v[s], 1);
+      mbar_init(&empty_k[s], 2), mbar_init(&empty_v[s], 2);
+    }
     mbar_init(&tail_full, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
   }
@@ -1329,9 +1381,9 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
     // 0 x inf = NaN, so an inf or NaN in that sequence's V would reach this
     // one's O. Only the last tile can hold such rows (every earlier one ends
     // at or below kv_lo + (tiles - 1) BN < kv_hi <= len_k): when it does
-    // (`part`), its copies complete on `tail_full` instead of full[s], and
-    // this warp zeroes V's rows len_k - n_last.. once they have landed, then
-    // thread 0 arrives on full[s] in place of its expect_tx. Here and not in
+    // (`part`), its V copies complete on `tail_full` instead of full_v[s],
+    // and this warp zeroes V's rows len_k - n_last.. once they have landed,
+    // then thread 0 arrives on full_v[s] in place of its expect_tx. Here and not in
     // the consumers: their loop keeps no test per tile and no stores on its
     // critical path (and in dkv, at its register limit, a conditional
     // zeroing there spilled). A batch's rows past seqlen_k are TMA's zeros
@@ -1345,8 +1397,8 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
 #pragma unroll
         for (int x = 0; x < kBoxes; ++x) tma_load_4d(sq + x * kBM * 64, &tq, 64 * x, tq0, int(h), tb, &q_full);
       }
-      kv_ring<T, BN, D, false>(&tk, &tv, skv, full, empty, &tail_full, tiles, tk0, int(hk), tb, part,
-                               int(seq.len_k - n_last), tid);
+      kv_ring<T, BN, D, false>(&tk, &tv, skv, KvBars{full_k, full_v, empty_k, empty_v, &tail_full}, tiles, tk0,
+                               int(hk), tb, part, int(seq.len_k - n_last), tid);
     }
     return;
   }
@@ -1364,51 +1416,91 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
 
   float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  uint32_t pa[BN / 16][4];  // P of tile `pend`, whose P V is issued with the next tile's S
+  int pend = -1;            // -1: none yet
+  // O += P V for tile u, issued and committed. The caller waits for V
+  // (v_landed) before its wgmma_fence: a wait's spin loop between the fence
+  // and the wgmma serialized every wgmma of the kernel (ptxas C7520; 464
+  // against 570 TFLOP/s at D = 128).
+  auto v_landed = [&](int u) { mbar_wait(&full_v[u % kStages], (u / kStages) & 1); };
+  auto issue_pv = [&](int u) {
+    const T* sv = skv + (2 * (u % kStages) + 1) * BN * D;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)  // keys 16kk.. are rows 16kk.. of every V box
+      wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), pa[kk],
+                           wgmma_desc_mn(sv + kk * 16 * 64, BN * 64 * sizeof(T)));
+    wgmma_commit();
+  };
+  // once tile u's P V has completed: O is ours again, so are P's registers, and V's half of the stage goes back
+  auto pv_done = [&](int u) {
+    wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
+    pin_regs(reinterpret_cast<uint32_t(&)[BN / 4]>(pa));
+    if (tid == 0) mbar_arrive(&empty_v[u % kStages]);
+  };
   if (tiles > 0) mbar_wait(&q_full, 0);
   const T* q_rows = sq + 64 * c * 64;  // this consumer's rows of box 0
-  const Turns turn{c, tiles > 0, true};  // Q K^T in turns
+  const Turns turn{c, tiles > 0, true};  // Q K^T and the pending P V in turns
   turn.start();
   for (int t = 0; t < tiles; ++t) {
     const int s = t % kStages;
     const int64_t n0 = kv_lo + int64_t(t) * BN;
-    mbar_wait(&full[s], (t / kStages) & 1);
+    mbar_wait(&full_k[s], (t / kStages) & 1);
     turn.mine();
     if (!(c_live && n0 < c_hi && n0 + BN > c_lo)) {
       turn.yours();
-    } else {
-      const T* sk = skv + 2 * s * BN * D;
-      const T* sv = sk + BN * D;
-      float sacc[BN / 8][4];
-      wgmma_fence();
+      if (tid == 0) {  // both halves back; V's once it has landed, or its next copy would race this one
+        mbar_arrive(&empty_k[s]);
+        mbar_wait(&full_v[s], (t / kStages) & 1);
+        mbar_arrive(&empty_v[s]);
+      }
+      continue;
+    }
+    const T* sk = skv + 2 * s * BN * D;
+    float sacc[BN / 8][4];
+    auto issue_s = [&] {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)  // 16 columns of box kk / 4
         wgmma_ss<T, BN, false, false>(reinterpret_cast<float(&)[BN / 2]>(sacc),
                                       wgmma_desc(q_rows + (kk / 4) * kBM * 64 + kk % 4 * 16),
                                       wgmma_desc(sk + (kk / 4) * BN * 64 + kk % 4 * 16), kk > 0);
       wgmma_commit();
+    };
+    // Each branch holds its own fence, issues and wait: with the P V issue
+    // alone under `pend >= 0`, ptxas serialized the wgmmas again (C7520).
+    if (pend >= 0) {
+      v_landed(pend);
+      wgmma_fence();  // also orders rescale's and p_fragment's register writes before P V reads them
+      issue_s();
+      issue_pv(pend);
+      turn.yours();
+      wgmma_wait<1>();  // S is in; P V may still run under the softmax below
+    } else {
+      wgmma_fence();
+      issue_s();
       turn.yours();
       wgmma_wait<0>();
-      wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
-
-      tile_logits<BN>(sacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
-      softmax_step<BN>(sacc, acc, m, l);
-
-      uint32_t pa[BN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T, BN>(pa[kk], sacc, kk);
-      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)  // keys 16kk.. are rows 16kk.. of every V box
-        wgmma_rs<T, D, true>(reinterpret_cast<float(&)[D / 2]>(acc), pa[kk],
-                             wgmma_desc_mn(sv + kk * 16 * 64, BN * 64 * sizeof(T)));
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_pin(reinterpret_cast<float(&)[D / 2]>(acc));
     }
-    if (tid == 0) mbar_arrive(&empty[s]);  // this consumer's reads of stage s are complete
+    wgmma_pin(reinterpret_cast<float(&)[BN / 2]>(sacc));
+    if (tid == 0) mbar_arrive(&empty_k[s]);
+
+    float corr[2];
+    tile_logits<BN>(sacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
+    softmax_p<BN>(sacc, m, l, corr);
+    wgmma_wait<0>();  // (a no-op at a consumer's first tile)
+    if (pend >= 0) pv_done(pend);
+    rescale(acc, corr);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T, BN>(pa[kk], sacc, kk);
+    pend = t;
   }
   turn.finish();
+  if (pend >= 0) {  // the last tile's P V
+    v_landed(pend);
+    wgmma_fence();
+    issue_pv(pend);
+    wgmma_wait<0>();
+    pv_done(pend);
+  }
 
   // O = acc / l through this warp's own 16 rows of the Q tile (its reads of
   // them ended with the last wgmma), then 16-byte stores.
@@ -1743,8 +1835,8 @@ attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_c
           tma_load_4d(sg + x * BM * 64, &tg, 64 * x, tq0, int(h), tb, &q_full);
         }
       }
-      kv_ring<T, BN, D, true>(&tk, &tv, skv, full, empty, &tail_full, tiles, tk0, int(hk), tb, part,
-                              int(seq.len_k - n_last), tid);
+      kv_ring<T, BN, D, true>(&tk, &tv, skv, KvBars{full, full, empty, empty, &tail_full}, tiles, tk0, int(hk),
+                              tb, part, int(seq.len_k - n_last), tid);
     }
     return;
   }

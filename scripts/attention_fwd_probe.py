@@ -1,0 +1,62 @@
+"""The attention forward alone against SDPA's pick (cuDNN on the H200), bf16, TFLOP/s (4 B H S^2 D, halved
+when causal): CUDA events, median of 20 after a 0.5 ms GPU wait (the bench's method). BENCHMARKS
+"flash_attention, step 5".
+
+    python3 scripts/attention_fwd_probe.py [out.json]   # the table
+    ncu --kernel-name regex:attention_wgmma --launch-count 1 ... python3 scripts/attention_fwd_probe.py --ncu
+                                                         # one forward at 4 x 4096 x 32 x 128
+"""
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import tinycuda.ops as ops
+
+# B, S, H, D, causal: the bench's shapes, and causal where the issue names it
+SHAPES = [(4, 4096, 32, 128, False), (4, 4096, 32, 128, True), (4, 4096, 32, 64, False), (4, 4096, 32, 64, True),
+          (4, 4096, 16, 256, False), (16, 512, 32, 128, False), (1, 16384, 32, 128, True),
+          (16, 1024, 12, 64, True)]
+
+
+def median_ms(fn, reps=20):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(500000)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[reps // 2]
+
+
+def main():
+    if "--ncu" in sys.argv:
+        q, k, v = (torch.randn(4, 4096, 32, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        ops.flash_attention(q, k, v)
+        torch.cuda.synchronize()
+        return
+    rows = []
+    with torch.no_grad():
+        for B, S, H, D, causal in SHAPES:
+            q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            flop = 4 * B * H * S * S * D / (2 if causal else 1)
+            row = dict(shape=[B, S, H, D], causal=causal)
+            ms = median_ms(lambda: ops.flash_attention(q, k, v, causal=causal))
+            row.update(tinycuda_ms=ms, tinycuda_tflops=flop / ms / 1e9)
+            qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+            ms = median_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
+            row.update(sdpa_ms=ms, sdpa_tflops=flop / ms / 1e9)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if len(sys.argv) > 1:
+        json.dump(rows, open(sys.argv[1], "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
