@@ -1,5 +1,5 @@
 """The attention forward alone against SDPA's pick (cuDNN on the H200), bf16, TFLOP/s (4 B H S^2 D, halved
-when causal): CUDA events, median of 20 after a 0.5 ms GPU wait (the bench's method). BENCHMARKS
+when causal): attention_bwd_probe's median_ms (CUDA events, median of 20 after a 0.5 ms GPU wait). BENCHMARKS
 "flash_attention, step 5".
 
     python3 scripts/attention_fwd_probe.py [out.json]   # the table
@@ -13,26 +13,12 @@ import torch
 import torch.nn.functional as F
 
 import tinycuda.ops as ops
+from attention_bwd_probe import median_ms  # scripts/ is sys.path[0]: the same timing as the backward's probe
 
 # B, S, H, D, causal: the bench's shapes, and causal where the issue names it
 SHAPES = [(4, 4096, 32, 128, False), (4, 4096, 32, 128, True), (4, 4096, 32, 64, False), (4, 4096, 32, 64, True),
           (4, 4096, 16, 256, False), (16, 512, 32, 128, False), (1, 16384, 32, 128, True),
           (16, 1024, 12, 64, True)]
-
-
-def median_ms(fn, reps=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(500000)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[reps // 2]
 
 
 def main():
