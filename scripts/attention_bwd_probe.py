@@ -38,14 +38,17 @@ def inputs(B, S, H, D):
     return q, k, v, torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16)
 
 
-def main():
-    if "--ncu" in sys.argv:
-        q, k, v, g = inputs(4, 4096, 32, 128)
-        for det in (False, True):
-            torch.autograd.grad(ops.flash_attention(q, k, v, deterministic=det), (q, k, v), g)
-        torch.cuda.synchronize()
-        return
-    rows = []
+def emit(rows):
+    """Prints each row as it comes (a JSON line), then writes them all to argv[1] when it is given."""
+    out = []
+    for row in rows:
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    if len(sys.argv) > 1:
+        json.dump(out, open(sys.argv[1], "w"), indent=1)
+
+
+def table():
     for B, S, H, D, causal in SHAPES:
         q, k, v, g = inputs(B, S, H, D)
         row = dict(shape=[B, S, H, D], causal=causal)
@@ -56,10 +59,17 @@ def main():
         o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         row["bwd_sdpa_ms"] = median_ms(lambda: torch.autograd.grad(o, (qt, kt, vt), g.transpose(1, 2),
                                                                    retain_graph=True))
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-    if len(sys.argv) > 1:
-        json.dump(rows, open(sys.argv[1], "w"), indent=1)
+        yield row
+
+
+def main():
+    if "--ncu" in sys.argv:
+        q, k, v, g = inputs(4, 4096, 32, 128)
+        for det in (False, True):
+            torch.autograd.grad(ops.flash_attention(q, k, v, deterministic=det), (q, k, v), g)
+        torch.cuda.synchronize()
+        return
+    emit(table())
 
 
 if __name__ == "__main__":

@@ -6,19 +6,31 @@ when causal): attention_bwd_probe's median_ms (CUDA events, median of 20 after a
     ncu --kernel-name regex:attention_wgmma --launch-count 1 ... python3 scripts/attention_fwd_probe.py --ncu
                                                          # one forward at 4 x 4096 x 32 x 128
 """
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import tinycuda.ops as ops
-from attention_bwd_probe import median_ms  # scripts/ is sys.path[0]: the same timing as the backward's probe
+from attention_bwd_probe import emit, median_ms  # scripts/ is sys.path[0]: the backward probe's timing
 
 # B, S, H, D, causal: the bench's shapes, and causal where the issue names it
 SHAPES = [(4, 4096, 32, 128, False), (4, 4096, 32, 128, True), (4, 4096, 32, 64, False), (4, 4096, 32, 64, True),
           (4, 4096, 16, 256, False), (16, 512, 32, 128, False), (1, 16384, 32, 128, True),
           (16, 1024, 12, 64, True)]
+
+
+def table():
+    for B, S, H, D, causal in SHAPES:
+        q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        flop = 4 * B * H * S * S * D / (2 if causal else 1)
+        row = dict(shape=[B, S, H, D], causal=causal)
+        ms = median_ms(lambda: ops.flash_attention(q, k, v, causal=causal))
+        row.update(tinycuda_ms=ms, tinycuda_tflops=flop / ms / 1e9)
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        ms = median_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
+        row.update(sdpa_ms=ms, sdpa_tflops=flop / ms / 1e9)
+        yield row
 
 
 def main():
@@ -27,21 +39,8 @@ def main():
         ops.flash_attention(q, k, v)
         torch.cuda.synchronize()
         return
-    rows = []
     with torch.no_grad():
-        for B, S, H, D, causal in SHAPES:
-            q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            flop = 4 * B * H * S * S * D / (2 if causal else 1)
-            row = dict(shape=[B, S, H, D], causal=causal)
-            ms = median_ms(lambda: ops.flash_attention(q, k, v, causal=causal))
-            row.update(tinycuda_ms=ms, tinycuda_tflops=flop / ms / 1e9)
-            qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-            ms = median_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
-            row.update(sdpa_ms=ms, sdpa_tflops=flop / ms / 1e9)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    if len(sys.argv) > 1:
-        json.dump(rows, open(sys.argv[1], "w"), indent=1)
+        emit(table())
 
 
 if __name__ == "__main__":
