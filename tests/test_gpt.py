@@ -185,6 +185,18 @@ def test_data_and_presets():
         GPT(GPTConfig(), kernels="cudnn")
 
 
+def test_loss_chunk_follows_the_gpus_memory(monkeypatch):
+    """The head's logits go in one chunk up to 4 GiB, or a sixteenth of a smaller GPU's memory; the device's
+    total, not its free memory, so every step chunks alike. (No GPU needed: the properties are stubbed.)"""
+    from types import SimpleNamespace
+
+    from tinycuda.nn import gpt as gpt_module
+    assert gpt_module.loss_chunk_bytes(torch.device("cpu")) == 4 << 30
+    for total, expect in [(141 << 30, 4 << 30), (64 << 30, 4 << 30), (16 << 30, 1 << 30), (8 << 30, 512 << 20)]:
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d, t=total: SimpleNamespace(total_memory=t))
+        assert gpt_module.loss_chunk_bytes(torch.device("cuda", 0)) == expect
+
+
 @requires_cuda
 def test_batches_reach_the_gpu_from_pinned_memory():
     """gpt train's batches go to the GPU by copies from pinned memory only: a copy from pageable memory

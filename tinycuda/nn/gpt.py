@@ -14,7 +14,7 @@ runs the forward and backward is a kernel set (`kernels=`):
               GELU in the GEMM's epilogue), flash_attention,
               fused_linear_cross_entropy (the head and the loss in one op,
               its gradients made in the forward; the [tokens, vocab] logits
-              in one chunk up to LOSS_CHUNK_BYTES, in several past it)
+              in one chunk up to loss_chunk_bytes, in several past it)
     torch     torch.nn.functional: the baseline (torch.compile it for the
               compiled baseline)
 
@@ -47,6 +47,15 @@ class GPTConfig:
 # The most the head's logits take at once in the tinycuda kernel set (the torch backends hold them whole):
 # GPT-2's 16 x 1024 tokens x 50,304 bf16 logits take 1.65 GB, one chunk.
 LOSS_CHUNK_BYTES = 4 << 30
+
+
+def loss_chunk_bytes(device):
+    """LOSS_CHUNK_BYTES, or a sixteenth of a smaller GPU's memory (a 16 GB card: 1 GiB). The chunk's logits
+    and their gradient sit beside the step's activations. The total, not the free memory, sets it: the
+    chunk, and with it the rounding (accum_dtype below), stay the same every step and under graph capture."""
+    if device.type != "cuda":
+        return LOSS_CHUNK_BYTES
+    return min(LOSS_CHUNK_BYTES, torch.cuda.get_device_properties(device).total_memory // 16)
 
 PRESETS = {
     # trains to a visibly lower loss on 2 CPU cores in about a minute
@@ -127,13 +136,13 @@ class _TinycudaKernels:
         return self.ops.flash_attention_qkvpacked(qkv, causal=True)
 
     def loss(self, h, weight, targets):
-        # The head's [tokens, vocab] logits in one chunk where they take at most LOSS_CHUNK_BYTES, as the torch
+        # The head's [tokens, vocab] logits in one chunk where they take at most loss_chunk_bytes, as the torch
         # backends hold them whole: the op's own rule (Liger's, memory first) cuts GPT-2's 16 x 1024 tokens into
         # 16 chunks of 1024, whose products are short GEMMs (K = 1024 for grad_weight, which reads and writes
         # its float32 accumulator 16 times). H200, gpt train --preset gpt2 --batch-size 16 --master-weights:
         # 477k tokens/s at 1024 rows a chunk, 494k at 4096, 502k in one chunk (BENCHMARKS, GPT step 15).
         n, vocab = h.shape[0], weight.shape[0]
-        chunk = max(1, min(n, LOSS_CHUNK_BYTES // max(1, vocab * h.element_size())))
+        chunk = max(1, min(n, loss_chunk_bytes(h.device) // max(1, vocab * h.element_size())))
         # several chunks sum the weight gradient in float32 (a bf16 weight's own dtype would round once a
         # chunk, where torch's one GEMM rounds once); one chunk rounds once either way
         accum = torch.float32 if chunk < n and weight.dtype != torch.float64 else None
