@@ -383,8 +383,11 @@ __device__ __forceinline__ V quad_reduce(V v, Op op) {
 // when `edge` (the tile crosses an edge of the band; keys >= seqlen_k are past
 // every hi). The logit loop is written twice so that in the second one the
 // compiler knows there is no softcap and drops the tanh and its branch.
+// `fold` (the wgmma forward with no softcap and a scale > 0): s is left as
+// Q K^T, and the caller hands the scale to softmax_p (xs = scale log2(e))
+// and to finish_row (mscale) instead.
 template <int BN, class L>
-__device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logit, bool edge,
+__device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logit, bool fold, bool edge,
                                             const int64_t (&row_lo)[2], const int64_t (&row_hi)[2], int64_t n0,
                                             int qd) {
   auto logits = [&] {
@@ -395,7 +398,7 @@ __device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logi
   };
   if (logit.inv_cap != 0.f)
     logits();
-  else
+  else if (!fold)
     logits();
   if (!edge) return;
 #pragma unroll
@@ -414,27 +417,30 @@ __device__ __forceinline__ void tile_logits(float (&s)[BN / 8][4], const L& logi
 }
 
 // The online softmax, row by row: the max over the quad, l rescaled by
-// corr = exp(m_old - m_new), s becomes P = exp(s - m_new); the caller rescales
+// corr = exp(m_old - m_new), s becomes P = exp(s - m_new), each exponent taken
+// as exp2(xs (s - m)) (xs = log2(e), or scale log2(e) where tile_logits left
+// s unscaled: `fold`); the caller rescales
 // its O by corr (rescale) once no wgmma is writing O. A row with every logit
 // -inf so far has m = -inf; it exponentiates against 0 instead (FA2), so P =
 // exp(-inf) = 0 and the rescale exp(-inf - 0) = 0, never exp(-inf + inf).
 template <int BN>
-__device__ __forceinline__ void softmax_p(float (&s)[BN / 8][4], float (&m)[2], float (&l)[2], float (&corr)[2]) {
+__device__ __forceinline__ void softmax_p(float (&s)[BN / 8][4], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                          float xs = kLog2e) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
     mx = quad_reduce(mx, Max{});
-    const float base = mx == -INFINITY ? 0.f : mx * kLog2e;
-    corr[r] = exp2_approx(m[r] * kLog2e - base);
+    const float base = mx == -INFINITY ? 0.f : mx * xs;
+    corr[r] = exp2_approx(m[r] * xs - base);
     m[r] = mx;
     l[r] *= corr[r];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
       for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        s[nt][e] = exp2_approx(s[nt][e] * kLog2e - base);
+        s[nt][e] = exp2_approx(s[nt][e] * xs - base);
         l[r] += s[nt][e];
       }
   }
@@ -464,11 +470,12 @@ __device__ __forceinline__ void p_fragment(uint32_t (&pa)[4], const float (&s)[B
   pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
-// lse of a finished row: m + log l (l summed over the quad), +inf for a row
+// lse of a finished row: m mscale + log l (l summed over the quad; mscale the
+// scale where m is in Q K^T's units: `fold`), +inf for a row
 // that saw no key; returns 1 / l (0 for such a row: O = 0).
-__device__ __forceinline__ float finish_row(float m, float& l, float& lse) {
+__device__ __forceinline__ float finish_row(float m, float& l, float& lse, float mscale = 1.f) {
   l = quad_reduce(l, Sum{});
-  lse = l == 0.f ? INFINITY : m + logf(l);
+  lse = l == 0.f ? INFINITY : m * mscale + logf(l);
   return l == 0.f ? 0.f : 1.f / l;
 }
 
@@ -589,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) attention_mma_kernel(
       }
     }
 
-    tile_logits<BN>(s, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
+    tile_logits<BN>(s, a.logit, false, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
     softmax_step<BN>(s, acc, m, l);
 
     // O += P V, P straight from the accumulators (p_fragment)
@@ -1294,9 +1301,9 @@ struct KvBars {
 // through the kStages ring at skv (stage s: K at skv + 2 s BN D, V after),
 // each half refilled once its `empty` says its readers are done with it.
 // When the last tile runs past a varlen sequence's end (`part`), the copies
-// of K (kZeroK: dq) or of V (the forward; joined bars: both) land on `tail`
-// instead, and the warp zeroes those rows `from`.. before it hands them over
-// on their `full` (the kernels say why those rows).
+// of K (kZeroK: dq) or of V (the forward) land on `tail` instead (joined bars:
+// both halves', one barrier), and the warp zeroes that half's rows `from`..
+// before it hands it over on its `full` (the kernels say why those rows).
 template <class T, int BN, int D, bool kZeroK>
 __device__ __forceinline__ void kv_ring(const CUtensorMap* tk, const CUtensorMap* tv, T* skv, const KvBars& bar,
                                         int tiles, int n0, int hk, int tb, bool part, int from, int lane) {
@@ -1415,14 +1422,20 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   const int64_t row_lo[2] = {mask.lo(wrow + g), mask.lo(wrow + g + 8)};
   const int64_t row_hi[2] = {mask.hi(wrow + g), mask.hi(wrow + g + 8)};
 
+  // With no softcap the scale goes into the exponent, exp2(s scale log2(e) -
+  // m scale log2(e)), as FA3 does: S is never scaled on its own (one FMUL an
+  // element less; m stays in Q K^T's units). A scale <= 0 would turn the max
+  // into the min: those scale first, as the capped logits do.
+  const bool fold = a.logit.inv_cap == 0.f && a.logit.scale > 0.f;
+  const float xs = fold ? a.logit.scale * kLog2e : kLog2e;
   float acc[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   uint32_t pa[BN / 16][4];  // P of tile `pend`, whose P V is issued with the next tile's S
   int pend = -1;            // -1: none yet
-  // O += P V for tile u, issued and committed. The caller waits for V
-  // (v_landed) before its wgmma_fence: a wait's spin loop between the fence
-  // and the wgmma serialized every wgmma of the kernel (ptxas C7520; 464
-  // against 570 TFLOP/s at D = 128).
+  // Tile u's V has landed. Called before the wgmma_fence that precedes
+  // issue_pv: a wait's spin loop between the fence and the wgmma serialized
+  // every wgmma of the kernel (ptxas C7520; 464 against 570 TFLOP/s at D = 128).
   auto v_landed = [&](int u) { mbar_wait(&full_v[u % kStages], (u / kStages) & 1); };
+  // O += P V for tile u, issued and committed
   auto issue_pv = [&](int u) {
     const T* sv = skv + (2 * (u % kStages) + 1) * BN * D;
 #pragma unroll
@@ -1446,6 +1459,12 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
     const int64_t n0 = kv_lo + int64_t(t) * BN;
     mbar_wait(&full_k[s], (t / kStages) & 1);
     turn.mine();
+    // A consumer's tiles are one run: the bands have slope 1, so consumer 0
+    // ends at most 64 keys (one tile) before the block and consumer 1 starts
+    // at most one tile after it. So a skip after a live tile is the last
+    // tile, and its stage is not the pending P V's: releasing its V here
+    // never waits on a copy that needs `pend`'s release (which comes after
+    // the loop). Two skips after a live tile would deadlock.
     if (!(c_live && n0 < c_hi && n0 + BN > c_lo)) {
       turn.yours();
       if (tid == 0) {  // both halves back; V's once it has landed, or its next copy would race this one
@@ -1484,8 +1503,8 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
     if (tid == 0) mbar_arrive(&empty_k[s]);
 
     float corr[2];
-    tile_logits<BN>(sacc, a.logit, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
-    softmax_p<BN>(sacc, m, l, corr);
+    tile_logits<BN>(sacc, a.logit, fold, !(n0 >= w_max_lo && n0 + BN <= w_min_hi), row_lo, row_hi, n0, qd);
+    softmax_p<BN>(sacc, m, l, corr, xs);
     wgmma_wait<0>();  // (a no-op at a consumer's first tile)
     if (pend >= 0) pv_done(pend);
     rescale(acc, corr);
@@ -1506,7 +1525,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
   // them ended with the last wgmma), then 16-byte stores.
   float inv[2], row_lse[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) inv[r] = finish_row(m[r], l[r], row_lse[r]);
+  for (int r = 0; r < 2; ++r) inv[r] = finish_row(m[r], l[r], row_lse[r], fold ? a.logit.scale : 1.f);
   const int rw = 64 * c + 16 * warp;  // the warp's first row in the tile
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt)
