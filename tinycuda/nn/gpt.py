@@ -57,6 +57,7 @@ def loss_chunk_bytes(device):
         return LOSS_CHUNK_BYTES
     return min(LOSS_CHUNK_BYTES, torch.cuda.get_device_properties(device).total_memory // 16)
 
+
 PRESETS = {
     # trains to a visibly lower loss on 2 CPU cores in about a minute
     "tiny": GPTConfig(),

@@ -172,6 +172,7 @@ def _options(op, inputs):
 
 
 _DEFAULTS = _options(torch.ops.tinycuda.flash_attention, ())
+_OFFSETS = ("cu_seqlens_q", "cu_seqlens_k")  # tensors: saved for backward, not kept on ctx
 # the keyword-only options (algo, deterministic) and their defaults, read off the schema once
 _KW_DEFAULTS = {a.name: a.default_value for a in torch.ops.tinycuda.flash_attention.default._schema.arguments
                 if a.kwarg_only}
@@ -181,7 +182,6 @@ def _keywords(given):
     """The forward's keyword-only options (algo: a variant's backward runs the same one; deterministic), with the
     schema's defaults for any left out: what its backward is called with."""
     return {name: given.get(name, default) for name, default in _KW_DEFAULTS.items()}
-_OFFSETS = ("cu_seqlens_q", "cu_seqlens_k")  # tensors: saved for backward, not kept on ctx
 
 
 def _setup(ctx, inputs, keyword_only_inputs, output):
