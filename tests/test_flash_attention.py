@@ -29,6 +29,7 @@ CASES = [
     (2, 63, 65, 4, 2, {"causal": True}),              # one past / one short of the 64-row tiles
     (1, 65, 64, 2, 1, {"causal": True, "top_left": True, "softcap": 3.0}),
     (2, 200, 333, 4, 4, {"softcap": 5.0}),            # softcap on tiles inside the band, off its edge
+    (1, 150, 290, 2, 1, {"scale": -0.2}),             # scale <= 0: the wgmma forward scales before the max
 ]
 
 
@@ -53,8 +54,8 @@ def test_flash_attention_cuda_variants(dtype, variant, head_dim, case):
     b, sq, sk, hq, hkv, kw = case
     q, k, v = _qkv(b, sq, sk, hq, hkv, head_dim, "cuda", dtype)
     left, right = kw.get("window", (-1, -1))
-    args = dict(causal=kw.get("causal", False), softcap=kw.get("softcap", 0.0), window_left=left,
-                window_right=right, top_left=kw.get("top_left", False))
+    args = dict(causal=kw.get("causal", False), scale=kw.get("scale"), softcap=kw.get("softcap", 0.0),
+                window_left=left, window_right=right, top_left=kw.get("top_left", False))
     fn = _first(variants.get("flash_attention", variant))
     if variant != "naive" and dtype == torch.float32:
         with pytest.raises(RuntimeError, match=r"tinycuda::flash_attention: .*mma"):
