@@ -752,12 +752,18 @@ __device__ __forceinline__ int tile_col(I v, I n0) {
 //
 // Both run their element loop as one of three variants: masked (edge) or
 // not with logit and dcap as they are (each tests for the softcap), or
-// unmasked with no softcap (NoCap: logit(x) = scale x, dcap 1), a loop with
-// no tanh and no branch per element. The test is issued under predicates
-// whether the tanh runs or not: GPT-2's dkv (B 16, H 12, T 1024, D 64,
-// causal), H200 under ncu, 376 -> 284 us. The wgmma dkv at D = 128 keeps the
-// two tested loops (kSplit false): at its register limit, a third spilled 32
-// bytes there (ptxas).
+// unmasked with no softcap (NoCap: dcap 1), a loop with no tanh and no branch
+// per element. Without a softcap every variant takes P = exp2(s scale log2(e)
+// - lse log2(e)) as one FFMA of the raw product (FA3's softmax_scale_log2),
+// so that P's bits do not depend on which variant a tile runs: dQ from dkv's
+// dS (the accumulator path) then rounds dS as dq's would. The test
+// is issued under predicates whether the tanh runs or not (20 instructions an
+// element, SASS): GPT-2's dkv (B 16, H 12, T 1024, D 64, causal), H200 under
+// ncu, 376 -> 284 us. The wgmma dkv at D = 128 keeps two loops (kSplit
+// false): at its register limit, a third spilled 32 bytes there (ptxas). Its
+// two are NoCap and the masked one, which also takes a softcap's tiles off
+// the band's edge (its mask selects nothing there): the capped loop it
+// used to run off the edge was 1,000 instructions a thread a tile (SASS).
 struct NoCap {
   static constexpr bool kNone = true;
 };
@@ -766,12 +772,12 @@ struct AnyCap {
 };
 template <bool kSplit, class F>
 __device__ __forceinline__ void grads_variant(bool edge, bool cap, F&& f) {
-  if (edge)
-    f(std::true_type{}, AnyCap{});
-  else if (!kSplit || cap)
-    f(std::false_type{}, AnyCap{});
-  else
+  if (!edge && !cap)
     f(std::false_type{}, NoCap{});
+  else if (edge || !kSplit)
+    f(std::true_type{}, AnyCap{});
+  else
+    f(std::false_type{}, AnyCap{});
 }
 
 // dq's: rows are queries, columns keys; s = S, dp = dP in, dp = dS out:
@@ -782,6 +788,8 @@ __device__ __forceinline__ void dq_grads(const float (&s)[BN / 8][4], float (&dp
                                          bool edge, const I (&row_lo)[2], const I (&row_hi)[2], I n0, int qd,
                                          const float (&rl)[2], const float (&rd)[2]) {
   grads_variant<true>(edge, logit.inv_cap != 0.f, [&](auto masked, auto cap) {
+    const bool on = !decltype(cap)::kNone && logit.inv_cap != 0.f;  // a softcap
+    const float xs = on ? kLog2e : logit.scale * kLog2e;                // see the x below
     int clo[2] = {0, 0}, chi[2] = {BN, BN};
     if constexpr (decltype(masked)::value)
 #pragma unroll
@@ -791,8 +799,8 @@ __device__ __forceinline__ void dq_grads(const float (&s)[BN / 8][4], float (&dp
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
-        const float x = decltype(cap)::kNone ? logit.scale * s[nt][e] : logit(s[nt][e]);
-        const float p = exp2_approx(fmaf(x, kLog2e, -rl[r]));
+        const float x = on ? logit(s[nt][e]) : s[nt][e];  // uncapped: the scale is in xs
+        const float p = exp2_approx(fmaf(x, xs, -rl[r]));
         const float d = p * (dp[nt][e] - rd[r]);
         const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
         dp[nt][e] = out ? 0.f : decltype(cap)::kNone ? d : d * logit.dcap(x);
@@ -809,6 +817,8 @@ __device__ __forceinline__ void dkv_grads(float (&s)[BM / 8][4], float (&dp)[BM 
                                           const I (&row_lo)[2], const I (&row_hi)[2], I m0, int qd, const float* lse2,
                                           const float* dlt) {
   grads_variant<kSplit>(edge, logit.inv_cap != 0.f, [&](auto masked, auto cap) {
+    const bool on = !decltype(cap)::kNone && logit.inv_cap != 0.f;  // a softcap
+    const float xs = on ? kLog2e : logit.scale * kLog2e;                // see the x below
     int clo[2] = {0, 0}, chi[2] = {BM, BM};
     if constexpr (decltype(masked)::value)
 #pragma unroll
@@ -820,8 +830,8 @@ __device__ __forceinline__ void dkv_grads(float (&s)[BM / 8][4], float (&dp)[BM 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1, c = nt * 8 + 2 * qd + (e & 1);
-        const float x = decltype(cap)::kNone ? logit.scale * s[nt][e] : logit(s[nt][e]);
-        const float p = exp2_approx(fmaf(x, kLog2e, -((e & 1) ? l2.y : l2.x)));  // lse = +inf: 0
+        const float x = on ? logit(s[nt][e]) : s[nt][e];  // uncapped: the scale is in xs
+        const float p = exp2_approx(fmaf(x, xs, -((e & 1) ? l2.y : l2.x)));  // lse = +inf: 0
         const float d = p * (dp[nt][e] - ((e & 1) ? d2.y : d2.x));
         const bool out = decltype(masked)::value && (c < clo[r] || c >= chi[r]);
         s[nt][e] = out ? 0.f : p;
@@ -1948,9 +1958,16 @@ __device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, ui
 
 // The accumulator's layout: row R's 16-byte chunk x (columns 16 (x / 4) +
 // 2 (x % 4) + {0, 1} and the same + 8: a thread's two fragments, see add_dq)
-// sits at chunk x ^ (R % 8), so that the 8 rows of one fragment store land on
-// 8 different bank groups; attention_dq_acc_kernel undoes it.
-__device__ __forceinline__ int acc_chunk(int x, int64_t row) { return x ^ int(row & 7); }
+// sits at chunk x ^ f(R % 8), f rotating R's low 3 bits (r0 r2 r1), so that
+// each 8 lanes of a fragment store (rows g, g + 1, 4 chunks each: shared
+// memory serves 16-byte stores 8 lanes a pass) land on 8 bank groups. x ^ (R
+// % 8) put rows g and g + 1 on the same 4 groups: 2 passes each, 15% of
+// dkv's shared wavefronts in excess (ncu, D = 128). Its own inverse:
+// attention_dq_acc_kernel undoes it with the same call.
+__device__ __forceinline__ int acc_chunk(int x, int64_t row) {
+  const int r = int(row & 7);
+  return x ^ ((r & 1) << 2 | r >> 1);
+}
 
 // dkv's dQ on the accumulator path (kAcc), consumer c: dQ [64 queries][D] =
 // dS K over its 64 keys, dS read as wgmma's m-major A out of the dS^T box
