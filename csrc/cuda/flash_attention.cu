@@ -1265,6 +1265,18 @@ struct Turns {
   }
 };
 
+// The first 1 KiB boundary at or after p (dynamic shared memory): the
+// 128-byte swizzle repeats every 1 KiB, so the swizzled tiles start there. An
+// offset added to p, not p cast through an integer and masked: the compiler
+// then still knows the pointer is shared and issues LDS/STS through it, not
+// generic LD/ST (the dK/dV kernel's lse/delta loads and dQ staging were
+// generic LD.E.64 and ST.E.128, SASS; ncu: long-scoreboard stalls 1.36 an
+// issued instruction).
+template <class T>
+__device__ __forceinline__ T* align_1k(unsigned char* p) {
+  return reinterpret_cast<T*>(p + ((1024 - (smem_addr(p) & 1023)) & 1023));
+}
+
 // Element (row r, column c) of a [rows][D] tile stored as 64-column boxes
 // with the 128-byte swizzle TMA writes: 16-byte chunk j of row r at j ^ (r % 8).
 template <int kRows>
@@ -1358,8 +1370,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_cons
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = kBN<D>, kBoxes = D / 64;
   extern __shared__ unsigned char smem_raw[];
-  // the 128-byte swizzle repeats every 1 KiB: tiles start on that boundary
-  T* sq = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* sq = align_1k<T>(smem_raw);
   T* skv = sq + kBM * D;  // stage s: K at skv + 2 s BN D, V right after
   __shared__ __align__(8) uint64_t q_full, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages],
       tail_full;
@@ -1695,11 +1706,6 @@ constexpr size_t kDkvSmem = kDqSmem<D> + size_t(2 * kStages * kBwdTile) * sizeof
 template <class T>
 __device__ __forceinline__ auto in_box(T* tile, int rw) {
   return [tile, rw](int r, int col) { return tile + swizzled<kBwdRows>(rw + r, col); };
-}
-
-template <class T>
-__device__ __forceinline__ T* align_1k(unsigned char* p) {
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
 }
 
 // dq on the dS path: dQ = scale dS K, dS^T as dkv stored it. A block per (b,
