@@ -12,6 +12,7 @@ that sums the two cancelling terms in different orders.
 float32 and float64 are compared to the float64 reference with tolerances
 that follow from the op's accumulation length.
 """
+import gc
 import os
 import subprocess
 import sys
@@ -79,7 +80,6 @@ def _large_gives_memory_back(request):
     # (another run lost 21 decode tests, its messages not kept); each passed when run again. Hand them back.
     yield
     if request.node.get_closest_marker("large") and torch.cuda.is_available():
-        import gc
         gc.collect()
         torch.cuda.empty_cache()
 

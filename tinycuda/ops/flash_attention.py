@@ -128,7 +128,7 @@ def _lse_dtype(q):
 
 @register_fake("tinycuda::flash_attention")
 def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, softcap, top_left, cu_seqlens_q=None,
-                          cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1, algo=0, deterministic=False):
+                          cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1, **_keywords):  # algo, deterministic
     _check_shapes("flash_attention", q, k, v, cu_seqlens_q)
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q, cu_seqlens_q, max_seqlen_q), dtype=_lse_dtype(q))
 
@@ -136,7 +136,7 @@ def _flash_attention_fake(q, k, v, causal, scale, window_left, window_right, sof
 @register_fake("tinycuda::flash_attention_backward")
 def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, window_left, window_right, softcap,
                                    top_left, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=-1, max_seqlen_k=-1,
-                                   algo=0, deterministic=False):
+                                   **_keywords):
     op = "tinycuda::flash_attention_backward"
     _check_shapes("flash_attention_backward", q, k, v, cu_seqlens_q)
     shape = _lse_shape(q, cu_seqlens_q, max_seqlen_q)
@@ -149,8 +149,7 @@ def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, causal, scale, w
 
 
 @register_fake("tinycuda::flash_attention_qkvpacked")
-def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_right, softcap, top_left, algo=0,
-                                    deterministic=False):
+def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_right, softcap, top_left, **_keywords):
     torch._check(qkv.dim() == 5 and qkv.shape[2] == 3,
                  lambda: "tinycuda::flash_attention_qkvpacked: qkv must be 5-D [batch, seqlen, 3, heads, head_dim]")
     q = qkv[:, :, 0]
@@ -159,7 +158,7 @@ def _flash_attention_qkvpacked_fake(qkv, causal, scale, window_left, window_righ
 
 @register_fake("tinycuda::flash_attention_qkvpacked_backward")
 def _flash_attention_qkvpacked_backward_fake(grad_out, qkv, out, lse, causal, scale, window_left, window_right,
-                                             softcap, top_left, algo=0, deterministic=False):
+                                             softcap, top_left, **_keywords):
     return qkv.new_empty(qkv.shape)
 
 
